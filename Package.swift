@@ -1,0 +1,90 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Catena",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11)],
+    products: [
+        .library(name: "Catena", targets: ["Catena"]),
+        .library(name: "CatenaAsyncHTTPClient", targets: ["CatenaAsyncHTTPClient"]),
+        .library(name: "CatenaTesting", targets: ["CatenaTesting"]),
+        .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
+        .executable(name: "catena", targets: ["catena"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // Core: HTTP values, the loader chain, middleware, URLSession transport.
+        // Depends on swift-http-types and swift-log only (no SwiftNIO).
+        .target(
+            name: "Catena",
+            dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "CatenaAsyncHTTPClient",
+            dependencies: [
+                "Catena",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
+        .target(
+            name: "CatenaDemoServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "catena",
+            dependencies: [
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "CatenaBenchmarks",
+            dependencies: [
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "CatenaTests",
+            dependencies: ["Catena", "CatenaTesting"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "CatenaIntegrationTests",
+            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer"],
+            swiftSettings: strict
+        ),
+    ]
+)

@@ -1,0 +1,141 @@
+public import Foundation
+
+extension APIRequest {
+    /// A request body that can be produced again for every attempt, so a retried
+    /// request never sends an exhausted stream.
+    ///
+    /// Each kind brings its own `Content-Type`; transports add it unless the request
+    /// already has one. Encoding happens when a transport sends the request, and a
+    /// failure there surfaces as ``CatenaError/Code/invalidRequest`` naming the body.
+    public struct Body: Sendable {
+        /// The Content-Type this body sends, when it has one.
+        public let contentType: String?
+        /// A short name for the kind of body, used in error messages ("JSON", "form").
+        public let kind: String
+        private let produce: (@Sendable () throws -> Data)?
+
+        /// A body made by `produce`, called once per attempt.
+        public init(kind: String, contentType: String?, produce: @escaping @Sendable () throws -> Data) {
+            self.kind = kind
+            self.contentType = contentType
+            self.produce = produce
+        }
+
+        private init(empty: Void) {
+            kind = "empty"
+            contentType = nil
+            produce = nil
+        }
+
+        /// No body at all.
+        public static let empty = Body(empty: ())
+
+        /// Whether this is ``empty``.
+        public var isEmpty: Bool { produce == nil }
+
+        /// Bytes as given.
+        public static func data(_ data: Data, contentType: String = "application/octet-stream") -> Body {
+            Body(kind: "bytes", contentType: contentType) { data }
+        }
+
+        /// UTF-8 text.
+        public static func text(_ text: String, contentType: String = "text/plain; charset=utf-8") -> Body {
+            let data = Data(text.utf8)
+            return Body(kind: "text", contentType: contentType) { data }
+        }
+
+        /// Any Encodable value as JSON, encoded with `encoder` for each attempt.
+        public static func json<Value: Encodable & Sendable>(_ value: Value, encoder: JSONEncoder = JSONEncoder()) -> Body {
+            Body(kind: "JSON (\(Value.self))", contentType: "application/json") { try encoder.encode(value) }
+        }
+
+        /// `application/x-www-form-urlencoded` fields, in order. Names and values are
+        /// encoded as HTML forms do: unreserved characters stay, a space becomes "+",
+        /// everything else is percent-encoded.
+        public static func form(_ fields: [(name: String, value: String)]) -> Body {
+            let encoded = fields.map { field in
+                PercentEncoding.encode(field.name, allowing: PercentEncoding.queryComponent, spaceAsPlus: true) + "="
+                    + PercentEncoding.encode(field.value, allowing: PercentEncoding.queryComponent, spaceAsPlus: true)
+            }.joined(separator: "&")
+            let data = Data(encoded.utf8)
+            return Body(kind: "form", contentType: "application/x-www-form-urlencoded") { data }
+        }
+
+        /// `multipart/form-data` (RFC 7578) built from `form`'s parts.
+        public static func multipart(_ form: MultipartForm) -> Body {
+            Body(kind: "multipart", contentType: "multipart/form-data; boundary=\(form.boundary)") { form.encoded() }
+        }
+
+        /// Produces the bytes for one attempt; `nil` for an empty body.
+        public func makeData() throws -> Data? {
+            try produce?()
+        }
+    }
+}
+
+/// The parts of a `multipart/form-data` body (RFC 7578).
+public struct MultipartForm: Sendable {
+    /// One part: a named field, optionally a file with a name and a content type.
+    public struct Part: Sendable {
+        public var name: String
+        public var filename: String?
+        public var contentType: String?
+        public var data: Data
+
+        /// A part with raw bytes; give `filename` for a file upload.
+        public init(name: String, filename: String? = nil, contentType: String? = nil, data: Data) {
+            self.name = name
+            self.filename = filename
+            self.contentType = contentType
+            self.data = data
+        }
+
+        /// A plain text field.
+        public init(name: String, value: String) {
+            self.init(name: name, data: Data(value.utf8))
+        }
+    }
+
+    /// The parts in the order they are sent.
+    public var parts: [Part]
+    /// The boundary between parts. Chosen once, so every attempt sends identical bytes.
+    public let boundary: String
+
+    /// A form with these parts and a random boundary.
+    public init(parts: [Part] = [], boundary: String = "catena-\(UUID().uuidString)") {
+        self.parts = parts
+        self.boundary = boundary
+    }
+
+    /// Appends a part.
+    public mutating func append(_ part: Part) { parts.append(part) }
+
+    func encoded() -> Data {
+        var out = Data()
+        for part in parts {
+            var head = "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(Self.quoted(part.name))\""
+            if let filename = part.filename { head += "; filename=\"\(Self.quoted(filename))\"" }
+            head += "\r\n"
+            if let contentType = part.contentType ?? (part.filename != nil ? "application/octet-stream" : nil) {
+                head += "Content-Type: \(Self.stripLineBreaks(contentType))\r\n"
+            }
+            out.append(contentsOf: Array((head + "\r\n").utf8))
+            out.append(part.data)
+            out.append(contentsOf: Array("\r\n".utf8))
+        }
+        out.append(contentsOf: Array("--\(boundary)--\r\n".utf8))
+        return out
+    }
+
+    /// Escapes a name for a quoted header parameter as HTML forms do: `"` as %22 and
+    /// line breaks as %0D / %0A, so a name can never end the header early.
+    private static func quoted(_ value: String) -> String {
+        value.replacingOccurrences(of: "\"", with: "%22")
+            .replacingOccurrences(of: "\r", with: "%0D")
+            .replacingOccurrences(of: "\n", with: "%0A")
+    }
+
+    private static func stripLineBreaks(_ value: String) -> String {
+        value.filter { $0 != "\r" && $0 != "\n" }
+    }
+}

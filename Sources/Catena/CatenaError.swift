@@ -1,0 +1,110 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The one error every loader throws: what went wrong (``code``), for which request,
+/// the response when there was one, and the error underneath.
+///
+/// Its description names the method and URL and never a credential: secret query
+/// values are hidden and header values are never printed.
+public struct CatenaError: Error, Sendable {
+    /// What kind of failure this is. Extensible: loaders may define their own codes.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The request could not be built or sent as it is: bad URL, bad path
+        /// component, a body that failed to encode.
+        public static let invalidRequest = Code(rawValue: "invalid request")
+        /// No connection to the server: refused, unreachable, unknown host, TLS failure.
+        public static let cannotConnect = Code(rawValue: "cannot connect")
+        /// The request took longer than its timeout.
+        public static let timedOut = Code(rawValue: "timed out")
+        /// The calling task was cancelled, or the chain was reset.
+        public static let cancelled = Code(rawValue: "cancelled")
+        /// The server's answer was not a usable HTTP response (or was too large).
+        public static let invalidResponse = Code(rawValue: "invalid response")
+        /// The response's status is not one the caller accepts.
+        public static let unacceptableStatus = Code(rawValue: "unacceptable status")
+        /// The response body could not be decoded into the expected type.
+        public static let decodingFailed = Code(rawValue: "decoding failed")
+        /// The chain is being reset and takes no new requests until it is done.
+        public static let resetInProgress = Code(rawValue: "reset in progress")
+        /// The connection failed after it was made (closed early, protocol error).
+        public static let connectionLost = Code(rawValue: "connection lost")
+        /// Anything else; see ``CatenaError/underlyingError``.
+        public static let unknown = Code(rawValue: "unknown")
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// The request that failed, as the loader that failed saw it.
+    public var request: APIRequest
+    /// The response, when the server answered.
+    public var response: APIResponse?
+    /// The error underneath, from the transport, a decoder or a closure.
+    public var underlyingError: (any Error)?
+    /// A sentence that says what exactly was wrong (which component, which status).
+    public var detail: String?
+
+    /// Creates an error. Prefer a `detail` that names the offending part.
+    public init(_ code: Code, request: APIRequest, response: APIResponse? = nil, underlyingError: (any Error)? = nil, detail: String? = nil) {
+        self.code = code
+        self.request = request
+        self.response = response
+        self.underlyingError = underlyingError
+        self.detail = detail
+    }
+
+    /// Wraps any error thrown while loading `request`: a CatenaError stays as it is,
+    /// task cancellation becomes ``Code/cancelled``, and anything else becomes `code`.
+    public static func wrapping(_ error: any Error, request: APIRequest, code: Code = .unknown, detail: String? = nil) -> CatenaError {
+        if let error = error as? CatenaError { return error }
+        if error is CancellationError { return CatenaError(.cancelled, request: request, underlyingError: error) }
+        return CatenaError(code, request: request, underlyingError: error, detail: detail)
+    }
+}
+
+extension CatenaError: CustomStringConvertible, LocalizedError {
+    /// "GET http://host/path: unacceptable status 404 Not Found", with secrets hidden.
+    public var description: String {
+        var text = "\(request): \(code)"
+        if code == .unacceptableStatus, let response {
+            text += " \(response.status.code) \(response.status.reasonPhrase)"
+        }
+        if let detail { text += ": \(detail)" }
+        if let underlyingError, !(underlyingError is CancellationError) {
+            text += " (\(Self.describe(underlyingError)))"
+        }
+        return text
+    }
+
+    public var errorDescription: String? { description }
+
+    /// A short, secret-free description of an underlying error. URLError's own
+    /// description embeds the full URL, so it is reduced to its code here.
+    static func describe(_ error: any Error) -> String {
+        if let urlError = error as? URLError {
+            return "URLError \(urlError.code.rawValue)"
+        }
+        if let error = error as? CatenaError { return error.description }
+        if let error = error as? DecodingError { return describe(decodingError: error) }
+        return String(describing: error)
+    }
+
+    private static func describe(decodingError error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return path.isEmpty ? "at the top level" : "at \(path)"
+        }
+        switch error {
+        case .typeMismatch(let type, let context): return "expected \(type) \(path(context)): \(context.debugDescription)"
+        case .valueNotFound(let type, let context): return "missing \(type) value \(path(context))"
+        case .keyNotFound(let key, let context): return "missing key \"\(key.stringValue)\" \(path(context))"
+        case .dataCorrupted(let context): return "\(context.debugDescription) \(path(context))"
+        @unknown default: return String(describing: error)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+public import Logging
+
+/// Logs every request and its outcome on a swift-log `Logger`, with secrets redacted.
+///
+/// A request is logged before it goes down the chain, its response (status, size,
+/// duration) or error when it comes back. Header values and query items named in
+/// ``redaction`` print as `<redacted>`; bodies are never read, so a body is produced
+/// only by the transport. When the logger's level is above ``level`` this loader adds
+/// one comparison per request and nothing else.
+public struct LogMiddleware: HTTPMiddleware {
+    /// Where to log.
+    public var logger: Logger
+    /// The level for requests and responses. Failures log one step higher
+    /// (debug → info, info → notice, …).
+    public var level: Logger.Level
+    /// What not to print.
+    public var redaction: Redaction
+    /// Whether to print header fields (redacted) with each request and response.
+    public var logsHeaders: Bool
+
+    /// A log loader. The defaults log at `.debug`, headers included, with
+    /// ``Redaction/default``.
+    public init(logger: Logger, level: Logger.Level = .debug, redaction: Redaction = .default, logsHeaders: Bool = true) {
+        self.logger = logger
+        self.level = level
+        self.redaction = redaction
+        self.logsHeaders = logsHeaders
+    }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        guard logger.logLevel <= level else { return try await next.load(request) }
+        let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
+        var metadata: Logger.Metadata = [:]
+        if logsHeaders && !request.headerFields.isEmpty {
+            metadata["headers"] = "\(redaction.describe(request.headerFields))"
+        }
+        logger.log(level: level, "→ \(target)", metadata: metadata)
+        let start = ContinuousClock.now
+        do {
+            let response = try await next.load(request)
+            let elapsed = ContinuousClock.now - start
+            var metadata: Logger.Metadata = [:]
+            if logsHeaders && !response.headerFields.isEmpty {
+                metadata["headers"] = "\(redaction.describe(response.headerFields))"
+            }
+            logger.log(level: level, "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))", metadata: metadata)
+            return response
+        } catch {
+            let elapsed = ContinuousClock.now - start
+            logger.log(level: level.oneHigher, "✗ \(target): \(error.code)\(error.detail.map { ": \($0)" } ?? "") (\(elapsed.formattedMilliseconds))")
+            throw error
+        }
+    }
+}
+
+extension Logger.Level {
+    var oneHigher: Logger.Level {
+        let all = Logger.Level.allCases
+        let index = all.firstIndex(of: self)!
+        return all[min(index + 1, all.count - 1)]
+    }
+}
+
+extension Duration {
+    /// "12.3 ms"
+    var formattedMilliseconds: String {
+        let ms = Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
+        return "\((ms * 10).rounded() / 10) ms"
+    }
+}

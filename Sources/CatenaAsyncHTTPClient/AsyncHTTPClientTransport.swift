@@ -1,0 +1,195 @@
+public import AsyncHTTPClient
+public import Catena
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A transport that sends requests with AsyncHTTPClient: the default on Linux, with a
+/// connection pool that holds up under concurrency.
+///
+/// Three ways to get one:
+/// - ``init(timeout:)`` shares one process-wide client with Catena's defaults; nothing
+///   to shut down.
+/// - ``init(client:timeout:)`` uses your `HTTPClient`; you shut it down.
+/// - ``init(configuration:timeout:)`` owns a client: call ``shutdown()`` when done
+///   (or use ``withTransport(configuration:timeout:_:)``, which always does).
+///
+/// Catena's default configuration differs from AsyncHTTPClient's in one way: a
+/// connection that cannot be established fails the request at once
+/// (`retryConnectionEstablishment = false`) instead of retrying with backoff until the
+/// request's deadline, so a refused connection reports ``CatenaError/Code/cannotConnect``
+/// in milliseconds. Put a retry loader in the chain to retry on purpose.
+public final class AsyncHTTPClientTransport: HTTPLoader {
+    /// The client requests go through.
+    public let client: HTTPClient
+    /// The timeout for requests that set none (see ``RequestTimeout``).
+    public let timeout: Duration
+    private let ownsClient: Bool
+    private let isShutDown = Atomic<Bool>(false)
+
+    /// Catena's default configuration: AsyncHTTPClient's defaults, redirects followed
+    /// (at most 5, no cycles), and failing fast when a connection cannot be made.
+    public static var defaultConfiguration: HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
+
+    private static let sharedClient = HTTPClient(
+        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: defaultConfiguration)
+
+    /// A transport over a process-wide client with ``defaultConfiguration``. It lives
+    /// as long as the process; there is nothing to shut down.
+    public convenience init(timeout: Duration = .seconds(60)) {
+        self.init(client: Self.sharedClient, owns: false, timeout: timeout)
+    }
+
+    /// A transport over your client. You shut the client down when you are done.
+    public convenience init(client: HTTPClient, timeout: Duration = .seconds(60)) {
+        self.init(client: client, owns: false, timeout: timeout)
+    }
+
+    /// A transport that owns a new client with this configuration. Call ``shutdown()``
+    /// when done; a transport dropped without it shuts its client down in the
+    /// background.
+    public convenience init(configuration: HTTPClient.Configuration, timeout: Duration = .seconds(60)) {
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        self.init(client: client, owns: true, timeout: timeout)
+    }
+
+    private init(client: HTTPClient, owns: Bool, timeout: Duration) {
+        self.client = client
+        self.ownsClient = owns
+        self.timeout = timeout
+    }
+
+    /// Runs `body` with a transport that owns a client, and shuts the client down
+    /// afterwards, whether `body` returns or throws.
+    public static func withTransport<Result>(
+        configuration: HTTPClient.Configuration = defaultConfiguration,
+        timeout: Duration = .seconds(60),
+        _ body: (AsyncHTTPClientTransport) async throws -> Result
+    ) async throws -> Result {
+        let transport = AsyncHTTPClientTransport(configuration: configuration, timeout: timeout)
+        do {
+            let result = try await body(transport)
+            try await transport.shutdown()
+            return result
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+    }
+
+    /// Shuts an owned client down and waits until it has closed its connections.
+    /// Does nothing for a client the transport does not own, or the second time.
+    public func shutdown() async throws {
+        guard ownsClient, !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // `try await client.shutdown()` resolves to the async overload, which waits;
+        // spelled out because the future-returning overload would not.
+        let future: EventLoopFuture<Void> = client.shutdown()
+        try await future.get()
+    }
+
+    deinit {
+        guard ownsClient, !isShutDown.load(ordering: .acquiring) else { return }
+        // The task keeps the client alive until its shutdown has finished, so
+        // AsyncHTTPClient's "not shut down before deinit" check never fires.
+        let client = self.client
+        Task { try? await client.shutdown() }
+    }
+
+    public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        var outgoing = HTTPClientRequest(url: try request.urlString())
+        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
+        outgoing.headers.reserveCapacity(request.headerFields.count + 1)
+        for field in request.headerFields {
+            outgoing.headers.add(name: field.name.rawName, value: field.value)
+        }
+        if let data = try request.bodyData() {
+            if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
+                outgoing.headers.add(name: "Content-Type", value: contentType)
+            }
+            outgoing.body = .bytes(data)
+        }
+        let timeout = request.timeout ?? self.timeout
+        let limit = request[option: MaximumResponseSize.self]
+        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        do {
+            let response = try await client.execute(outgoing, deadline: .now() + TimeAmount(timeout))
+            let buffer = try await response.body.collect(upTo: limit)
+            var fields = HTTPFields()
+            fields.reserveCapacity(response.headers.count)
+            for (name, value) in response.headers {
+                guard let name = HTTPField.Name(name) else { continue }
+                fields.append(HTTPField(name: name, value: value))
+            }
+            return APIResponse(
+                status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+                headerFields: fields,
+                body: Data(buffer: buffer, byteTransferStrategy: .automatic),
+                request: request)
+        } catch {
+            throw Self.map(error, request: request, timeout: timeout, limit: limit)
+        }
+    }
+
+    static func map(_ error: any Error, request: APIRequest, timeout: Duration, limit: Int) -> CatenaError {
+        if error is CancellationError || Task.isCancelled {
+            return CatenaError(.cancelled, request: request, underlyingError: error)
+        }
+        if error is NIOTooManyBytesError {
+            return CatenaError(.invalidResponse, request: request, underlyingError: error,
+                               detail: "the body is larger than the \(limit) bytes allowed (MaximumResponseSize)")
+        }
+        if let error = error as? NIOConnectionError {
+            let refused = error.connectionErrors.contains { ($0.error as? IOError)?.errnoCode == ECONNREFUSED }
+            let dns = error.dnsAError != nil || error.dnsAAAAError != nil
+            return CatenaError(.cannotConnect, request: request, underlyingError: error,
+                               detail: refused ? "connection refused" : dns ? "unknown host" : nil)
+        }
+        if let error = error as? IOError, error.errnoCode == ECONNREFUSED {
+            return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connection refused")
+        }
+        if case .connectTimeout = error as? ChannelError {
+            return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connect timed out")
+        }
+        if error is HTTPParserError {
+            return CatenaError(.invalidResponse, request: request, underlyingError: error)
+        }
+        guard let clientError = error as? HTTPClientError else { return CatenaError.wrapping(error, request: request) }
+        let code: CatenaError.Code
+        var detail: String?
+        switch clientError {
+        case .cancelled:
+            code = .cancelled
+        case .deadlineExceeded, .readTimeout, .writeTimeout:
+            code = .timedOut
+            detail = "no complete answer within \(timeout)"
+        case .connectTimeout:
+            code = .cannotConnect
+            detail = "connect timed out"
+        case .remoteConnectionClosed:
+            code = .connectionLost
+        case .invalidURL, .emptyHost, .emptyScheme, .missingSocketPath:
+            code = .invalidRequest
+        case .redirectLimitReached, .redirectCycleDetected, .bodyLengthMismatch:
+            code = .invalidResponse
+        default:
+            code = .unknown
+        }
+        return CatenaError(code, request: request, underlyingError: clientError, detail: detail)
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
+                            ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,281 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import NIOFoundationCompat
+import Synchronization
+
+/// The demo server's routes. Every route honours `?delay=SECONDS` (capped at 30 s).
+enum DemoRoutes {
+    typealias Context = BasicRequestContext
+
+    /// The largest request body the server reads (echo routes included).
+    static let maximumBodySize = 64 * 1024 * 1024
+
+    static func makeRouter() -> Router<Context> {
+        let router = Router(context: Context.self)
+        router.add(middleware: DelayMiddleware())
+        addUserRoutes(to: router)
+        addTestRoutes(to: router)
+        return router
+    }
+
+    // MARK: reqres.in users
+
+    static func addUserRoutes(to router: Router<Context>) {
+        let nextID = Atomic<Int>(UserStore.users.count + 1)
+        let api = router.group("api")
+
+        api.get("users") { request, _ in
+            let query = request.uri.queryParameters
+            let perPage = max(1, min(query.get("per_page", as: Int.self) ?? 6, 100))
+            let page = max(1, query.get("page", as: Int.self) ?? 1)
+            let total = UserStore.users.count
+            let start = min((page - 1) * perPage, total)
+            let slice = Array(UserStore.users[start..<min(start + perPage, total)])
+            return try json(UserPage(page: page, per_page: perPage, total: total,
+                                     total_pages: (total + perPage - 1) / perPage, data: slice, support: Support()))
+        }
+
+        api.get("users/:id") { _, context in
+            guard let user = context.parameters.get("id", as: Int.self).flatMap(UserStore.user(id:)) else {
+                return rawJSON("{}", status: .notFound)
+            }
+            return try json(SingleUser(data: user, support: Support()))
+        }
+
+        api.post("users") { request, context in
+            var object = try await jsonObject(from: request)
+            object["id"] = .string(String(nextID.add(1, ordering: .relaxed).oldValue))
+            object["createdAt"] = .string(timestamp())
+            return try json(object, status: .created)
+        }
+
+        let update: @Sendable (Request, Context) async throws -> Response = { request, context in
+            guard context.parameters.get("id", as: Int.self).flatMap(UserStore.user(id:)) != nil else {
+                return rawJSON("{}", status: .notFound)
+            }
+            var object = try await jsonObject(from: request)
+            object["updatedAt"] = .string(timestamp())
+            return try json(object)
+        }
+        api.put("users/:id", use: update)
+        api.patch("users/:id", use: update)
+
+        api.delete("users/:id") { _, context in
+            guard context.parameters.get("id", as: Int.self).flatMap(UserStore.user(id:)) != nil else {
+                return rawJSON("{}", status: .notFound)
+            }
+            return Response(status: .noContent)
+        }
+
+        api.post("login") { request, _ in
+            let credentials = try await decodeCredentials(request)
+            guard let email = credentials.email ?? credentials.username, !email.isEmpty else {
+                return apiError("Missing email or username")
+            }
+            guard let password = credentials.password, !password.isEmpty else { return apiError("Missing password") }
+            guard UserStore.user(email: email) != nil else { return apiError("user not found") }
+            return try json(["token": UserStore.token(for: email)])
+        }
+
+        api.post("register") { request, _ in
+            let credentials = try await decodeCredentials(request)
+            guard let email = credentials.email ?? credentials.username, !email.isEmpty else {
+                return apiError("Missing email or username")
+            }
+            guard let password = credentials.password, !password.isEmpty else { return apiError("Missing password") }
+            guard let user = UserStore.user(email: email) else {
+                return apiError("Note: Only defined users succeed registration")
+            }
+            return rawJSON(#"{"id":\#(user.id),"token":"\#(UserStore.token(for: email))"}"#, status: .ok)
+        }
+    }
+
+    // MARK: Transport test routes
+
+    static func addTestRoutes(to router: Router<Context>) {
+        let api = router.group("api")
+
+        // Echoes the request as JSON: method, path, query, headers, body (UTF-8 when it
+        // is text, base64 otherwise), body length and an FNV-1a checksum of the body.
+        let echo: @Sendable (Request, Context) async throws -> Response = { request, _ in
+            let body = try await request.body.collect(upTo: maximumBodySize)
+            let bytes = body.readableBytesView
+            let text = String(validating: bytes, as: UTF8.self)
+            var headers: [String: String] = [:]
+            for field in request.headers {
+                let name = field.name.canonicalName
+                headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
+            }
+            let report = EchoReport(
+                method: request.method.rawValue,
+                path: request.uri.path,
+                query: request.uri.query ?? "",
+                headers: headers,
+                body: bytes.count <= 1 << 20 ? (text ?? Data(bytes).base64EncodedString()) : nil,
+                bodyEncoding: text != nil ? "utf8" : "base64",
+                bodyLength: bytes.count,
+                bodyChecksum: fnv1a(bytes))
+            return try json(report)
+        }
+        for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete, .head, .options] {
+            api.on("echo", method: method, use: echo)
+            api.on("echo/**", method: method, use: echo)
+        }
+
+        // The request body, returned as it came (for large-body round trips).
+        api.post("echo-raw") { request, _ in
+            let body = try await request.body.collect(upTo: maximumBodySize)
+            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: body))
+        }
+
+        // N deterministic bytes: byte i is i % 251.
+        api.get("bytes/:count") { _, context in
+            guard let count = context.parameters.get("count", as: Int.self), (0...maximumBodySize).contains(count) else {
+                return apiError("count must be 0...\(maximumBodySize)")
+            }
+            var buffer = ByteBuffer()
+            buffer.reserveCapacity(count)
+            for index in 0..<count { buffer.writeInteger(UInt8(index % 251)) }
+            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: buffer))
+        }
+
+        // Any status code, with a small JSON body unless the status forbids one.
+        for method in [HTTPRequest.Method.get, .post, .put, .delete] {
+            api.on("status/:code", method: method) { _, context in
+                guard let code = context.parameters.get("code", as: Int.self), (200...599).contains(code) else {
+                    return apiError("status code must be 200...599")
+                }
+                if code == 204 || code == 304 { return Response(status: .init(code: code)) }
+                return rawJSON(#"{"status":\#(code)}"#, status: .init(code: code))
+            }
+        }
+
+        // Redirects to a path on this server: ?to=/api/users/2&status=302
+        api.get("redirect") { request, _ in
+            let query = request.uri.queryParameters
+            guard let target = query.get("to"), target.hasPrefix("/"), !target.hasPrefix("//") else {
+                return apiError("to must be a path on this server, starting with a single /")
+            }
+            let status = query.get("status", as: Int.self) ?? 302
+            guard [301, 302, 303, 307, 308].contains(status) else { return apiError("status must be a redirect code") }
+            return Response(status: .init(code: status), headers: [.location: target])
+        }
+
+        // A request that never ends: headers are sent, then the body trickles.
+        api.get("drip") { request, _ in
+            let chunks = max(1, min(request.uri.queryParameters.get("chunks", as: Int.self) ?? 10, 1000))
+            let interval = max(0, min(request.uri.queryParameters.get("interval", as: Double.self) ?? 0.1, 5))
+            return Response(
+                status: .ok, headers: [.contentType: "application/octet-stream"],
+                body: .init { writer in
+                    for _ in 0..<chunks {
+                        try await Task.sleep(for: .seconds(interval))
+                        try await writer.write(ByteBuffer(string: "."))
+                    }
+                    try await writer.finish(nil)
+                })
+        }
+    }
+
+    // MARK: Helpers
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(data: try encoder.encode(value))))
+    }
+
+    static func rawJSON(_ text: String, status: HTTPResponse.Status) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// reqres's error shape: 400 with `{"error": "..."}`.
+    static func apiError(_ message: String, status: HTTPResponse.Status = .badRequest) -> Response {
+        (try? json(["error": message], status: status)) ?? Response(status: status)
+    }
+
+    static func timestamp() -> String {
+        Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    /// The body as a flat JSON object of strings, numbers and booleans (reqres echoes
+    /// what it was sent). A malformed body is a 400 that says why.
+    static func jsonObject(from request: Request) async throws -> [String: JSONScalar] {
+        let body = try await request.body.collect(upTo: maximumBodySize)
+        if body.readableBytes == 0 { return [:] }
+        do {
+            return try JSONDecoder().decode([String: JSONScalar].self, from: body)
+        } catch {
+            throw HTTPError(.badRequest, message: "body is not a JSON object of strings, numbers and booleans")
+        }
+    }
+
+    /// Login and register take JSON or form-url-encoded bodies.
+    static func decodeCredentials(_ request: Request) async throws -> Credentials {
+        let body = try await request.body.collect(upTo: 1 << 16)
+        if body.readableBytes == 0 { return Credentials(email: nil, username: nil, password: nil) }
+        do {
+            if request.headers[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true {
+                return try URLEncodedFormDecoder().decode(Credentials.self, from: String(buffer: body))
+            }
+            return try JSONDecoder().decode(Credentials.self, from: body)
+        } catch {
+            throw HTTPError(.badRequest, message: "body is not valid JSON credentials")
+        }
+    }
+
+    static func fnv1a(_ bytes: some Sequence<UInt8>) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return String(hash, radix: 16)
+    }
+}
+
+/// What `/api/echo` answers.
+struct EchoReport: Encodable {
+    let method: String
+    let path: String
+    let query: String
+    let headers: [String: String]
+    let body: String?
+    let bodyEncoding: String
+    let bodyLength: Int
+    let bodyChecksum: String
+}
+
+/// A JSON value that is not an object or array.
+enum JSONScalar: Codable, Sendable, ExpressibleByStringLiteral {
+    case string(String), number(Double), bool(Bool), null
+
+    init(stringLiteral value: String) { self = .string(value) }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else { self = .string(try container.decode(String.self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .number(let value): try value.rounded() == value && abs(value) < 1e15 ? container.encode(Int(value)) : container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .null: try container.encodeNil()
+        }
+    }
+}
+
+/// Sleeps for `?delay=SECONDS` (at most 30) before handling the request, as reqres does.
+struct DelayMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let delay = request.uri.queryParameters.get("delay", as: Double.self), delay > 0 {
+            try await Task.sleep(for: .seconds(min(delay, 30)))
+        }
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,105 @@
+public import Foundation
+import Hummingbird
+public import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The demo API server: reqres-style users plus routes for testing transports
+/// (echo, bytes, status, redirect) and a `delay` query parameter on every route.
+///
+/// It runs inside the calling process. ``start(host:port:logLevel:)`` binds (port 0
+/// picks a free port), waits until the server accepts connections and returns its
+/// address; ``RunningDemoServer/stop()`` shuts it down.
+public enum DemoServer {
+    /// Starts a server and returns once it is listening.
+    ///
+    /// - Throws: the bind error when the address cannot be used (a port in use).
+    public static func start(host: String = "127.0.0.1", port: Int = 0, logLevel: Logger.Level = .warning) async throws -> RunningDemoServer {
+        var logger = Logger(label: "catena.demo-server")
+        logger.logLevel = logLevel
+        let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: DemoRoutes.makeRouter(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
+            onServerRunning: { channel in
+                continuation.yield(channel.localAddress?.port ?? port)
+                continuation.finish()
+            },
+            logger: logger
+        )
+        var configuration = ServiceGroupConfiguration(services: [.init(service: app)], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(1)
+        configuration.maximumCancellationDuration = .seconds(2)
+        let group = ServiceGroup(configuration: configuration)
+        let task = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        for await boundPort in bound {
+            return RunningDemoServer(host: host, port: boundPort, group: group, task: task)
+        }
+        // The stream ended without a port: the server failed to start.
+        try await task.value
+        throw DemoServerError.stoppedBeforeListening(host: host, port: port)
+    }
+
+    /// Runs a server until SIGINT or SIGTERM. `onListening` receives the base URL.
+    public static func serve(host: String, port: Int, logLevel: Logger.Level = .info, onListening: @escaping @Sendable (URL) -> Void) async throws {
+        var logger = Logger(label: "catena.demo-server")
+        logger.logLevel = logLevel
+        let app = Application(
+            router: DemoRoutes.makeRouter(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
+            onServerRunning: { channel in
+                onListening(RunningDemoServer.baseURL(host: host, port: channel.localAddress?.port ?? port))
+            },
+            logger: logger
+        )
+        var configuration = ServiceGroupConfiguration(services: [.init(service: app)], logger: logger)
+        configuration.gracefulShutdownSignals = [.sigint, .sigterm]
+        configuration.maximumGracefulShutdownDuration = .seconds(2)
+        try await ServiceGroup(configuration: configuration).run()
+    }
+}
+
+/// Why the demo server could not start.
+public enum DemoServerError: Error, CustomStringConvertible {
+    case stoppedBeforeListening(host: String, port: Int)
+
+    public var description: String {
+        switch self {
+        case .stoppedBeforeListening(let host, let port): "the demo server stopped before listening on \(host):\(port)"
+        }
+    }
+}
+
+/// A demo server running in this process.
+public final class RunningDemoServer: Sendable {
+    /// The host it listens on.
+    public let host: String
+    /// The port it listens on (the one the system picked, for port 0).
+    public let port: Int
+    /// `http://host:port`, without a trailing slash.
+    public let baseURL: URL
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+
+    init(host: String, port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
+        self.host = host
+        self.port = port
+        self.baseURL = Self.baseURL(host: host, port: port)
+        self.group = group
+        self.task = task
+    }
+
+    static func baseURL(host: String, port: Int) -> URL {
+        URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")!
+    }
+
+    /// Stops accepting connections, gives requests in flight a second to finish, then
+    /// cancels them; returns when the server is down. Calling it again does nothing.
+    public func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = await task.result
+    }
+}

@@ -1,0 +1,80 @@
+public import Catena
+public import Foundation
+public import HTTPTypes
+import Synchronization
+
+/// A transport for tests: answers each request with the next queued handler, in
+/// order, and records every request it saw.
+///
+/// ```swift
+/// let mock = MockTransport()
+/// mock.respond(status: .ok, json: #"{"id": 1}"#)
+/// mock.fail(.cannotConnect)
+/// let chain = ApplyEnvironment(env) --> mock
+/// ```
+///
+/// A request that arrives when no handler is left fails with
+/// ``CatenaError/Code/invalidRequest`` and a detail that says so, and is still recorded.
+public final class MockTransport: HTTPLoader {
+    /// Answers one request.
+    public typealias Handler = @Sendable (APIRequest) async throws(CatenaError) -> APIResponse
+
+    private struct State {
+        var handlers: [Handler] = []
+        var requests: [APIRequest] = []
+        var resets = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// A mock with no handlers yet.
+    public init() {}
+
+    /// Queues a handler for the next request that has none.
+    public func enqueue(_ handler: @escaping Handler) {
+        state.withLock { $0.handlers.append(handler) }
+    }
+
+    /// Queues a response with this status, headers and body.
+    public func respond(status: HTTPResponse.Status = .ok, headerFields: HTTPFields = [:], body: Data = Data()) {
+        enqueue { request throws(CatenaError) in
+            APIResponse(status: status, headerFields: headerFields, body: body, request: request)
+        }
+    }
+
+    /// Queues a JSON response.
+    public func respond(status: HTTPResponse.Status = .ok, json: String) {
+        respond(status: status, headerFields: [.contentType: "application/json"], body: Data(json.utf8))
+    }
+
+    /// Queues a failure with this code.
+    public func fail(_ code: CatenaError.Code, detail: String? = nil) {
+        enqueue { request throws(CatenaError) in throw CatenaError(code, request: request, detail: detail) }
+    }
+
+    /// The requests seen so far, in the order they arrived.
+    public var requests: [APIRequest] { state.withLock { $0.requests } }
+
+    /// How many handlers are still queued.
+    public var pendingHandlers: Int { state.withLock { $0.handlers.count } }
+
+    /// How many times ``reset()`` reached this transport.
+    public var resetCount: Int { state.withLock { $0.resets } }
+
+    public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        let (handler, seen) = state.withLock { state -> (Handler?, Int) in
+            state.requests.append(request)
+            return (state.handlers.isEmpty ? nil : state.handlers.removeFirst(), state.requests.count)
+        }
+        guard let handler else {
+            throw CatenaError(.invalidRequest, request: request, detail: "MockTransport has no handler left for request #\(seen); enqueue one per expected request")
+        }
+        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        return try await handler(request)
+    }
+
+    /// Counts the reset; queued handlers and recorded requests stay.
+    public func reset() async {
+        state.withLock { $0.resets += 1 }
+    }
+}

@@ -49,6 +49,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
+        // The example API module for reqres.in's users (seed 000's API).
+        .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
         .target(
             name: "CatenaDemoServer",
             dependencies: [
@@ -63,27 +65,29 @@ let package = Package(
         .executableTarget(
             name: "catena",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "CatenaBenchmarks",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "CatenaTests",
-            dependencies: ["Catena", "CatenaTesting"],
+            dependencies: ["Catena", "CatenaTesting", "ReqresAPI"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "CatenaIntegrationTests",
-            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer"],
+            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI"],
             swiftSettings: strict
         ),
     ]

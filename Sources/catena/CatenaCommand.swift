@@ -1,0 +1,123 @@
+import ArgumentParser
+import Catena
+import CatenaAsyncHTTPClient
+import CatenaDemoServer
+import Foundation
+import HTTPTypes
+import Logging
+
+@main
+struct CatenaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "catena",
+        abstract: "Runs the Catena demos against an embedded demo API server, or serves it.",
+        subcommands: [Demo.self, Serve.self]
+    )
+}
+
+struct Demo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Runs one of the seed documents' examples.",
+        subcommands: [UsersDemo.self]
+    )
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Runs the demo API server until interrupted (Ctrl-C).")
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on; 0 picks a free one.")
+    var port = 8080
+
+    func run() async throws {
+        do {
+            try await DemoServer.serve(host: host, port: port, logLevel: .info) { url in
+                print("Catena demo server listening on \(url.absoluteString) (Ctrl-C to stop)")
+            }
+        } catch {
+            throw CommandFailure("cannot serve on \(host):\(port): \(error)")
+        }
+    }
+}
+
+/// Where a demo sends its requests, and how.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The API server. Without it, an embedded demo server is started on 127.0.0.1.")
+    var baseURL: String?
+
+    @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
+    var transport: TransportKind = .ahc
+
+    @Option(name: .customLong("header"), help: "A header sent with every request, as \"Name: value\" (repeatable).")
+    var headers: [String] = []
+
+    @Flag(name: .shortAndLong, help: "Log each request and response (secrets redacted).")
+    var verbose = false
+
+    enum TransportKind: String, ExpressibleByArgument, CaseIterable {
+        case ahc, urlsession
+
+        var name: String { self == .ahc ? "AsyncHTTPClient" : "URLSession" }
+
+        func makeLoader() -> any HTTPLoader {
+            switch self {
+            case .ahc: AsyncHTTPClientTransport(timeout: .seconds(30))
+            case .urlsession: URLSessionTransport(timeout: .seconds(30))
+            }
+        }
+    }
+
+    /// Runs `body` with a chain to the chosen server; starts and stops the embedded
+    /// server when no base URL is given.
+    func withChain<Result>(_ body: (any HTTPLoader, ServerDescription) async throws -> Result) async throws -> Result {
+        var fields = HTTPFields()
+        for header in headers {
+            let parts = header.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let name = HTTPField.Name(parts[0].trimmingCharacters(in: .whitespaces)) else {
+                throw CommandFailure("--header \"\(header)\" is not \"Name: value\"")
+            }
+            fields.append(HTTPField(name: name, value: parts[1].trimmingCharacters(in: .whitespaces)))
+        }
+        var logger = Logger(label: "catena")
+        logger.logLevel = verbose ? .debug : .critical
+        let transport = transport.makeLoader()
+
+        if let baseURL {
+            guard let url = URL(string: baseURL), let environment = ServerEnvironment(baseURL: url, headerFields: fields) else {
+                throw CommandFailure("--base-url \"\(baseURL)\" is not an absolute http or https URL")
+            }
+            let chain = LogMiddleware(logger: logger) --> ApplyEnvironment(environment) --> transport
+            return try await body(chain, ServerDescription(url: url.absoluteString, embedded: false, transport: self.transport.name))
+        }
+        let server: RunningDemoServer
+        do {
+            server = try await DemoServer.start()
+        } catch {
+            throw CommandFailure("cannot start the embedded demo server: \(error)")
+        }
+        do {
+            let environment = ServerEnvironment(baseURL: server.baseURL, headerFields: fields)!
+            let chain = LogMiddleware(logger: logger) --> ApplyEnvironment(environment) --> transport
+            let result = try await body(chain, ServerDescription(url: server.baseURL.absoluteString, embedded: true, transport: self.transport.name))
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+}
+
+struct ServerDescription {
+    let url: String
+    let embedded: Bool
+    let transport: String
+}
+
+/// A failure the command reports in one line on standard error, exiting with 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ message: String) { description = message }
+}

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Catena
+import Foundation
+import ReqresAPI
+
+/// Seed 000's chain with async/await: fetch the user list, decode it, pick a user,
+/// fetch that user, decode it.
+struct UsersDemo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users",
+        abstract: "Seed 000's chain: fetch the user list, decode it, fetch one user, decode it."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "The user to fetch; by default the first one on the list.")
+    var userID: Int?
+
+    @Option(help: "The page of the user list to fetch.")
+    var page = 1
+
+    func run() async throws {
+        do {
+            try await connection.withChain { chain, server in
+                try await runChain(chain, server: server)
+            }
+        } catch let failure as CommandFailure {
+            Terminal.fail(failure.description)
+        } catch let error as CatenaError {
+            Terminal.fail(error.description)
+        }
+    }
+
+    func runChain(_ chain: any HTTPLoader, server: ServerDescription) async throws {
+        print("Seed 000's chain: user list, then one user")
+        print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
+        print("transport  \(server.transport)")
+        print()
+        let total = ContinuousClock.now
+        var steps = StepTable()
+
+        let listRequest = try ReqresRequests.listUsers(page: page)
+        let (listResponse, listTime) = try await timed { try await chain.load(listRequest).validateStatus() }
+        steps.add("GET \(listResponse.request.pathAndQuery)", status: listResponse.status.code, note: "\(listResponse.body.count) bytes", time: listTime)
+
+        let (list, listDecodeTime) = try timed { try listResponse.decode(UserPage.self) }
+        steps.add("decode UserPage", note: "\(list.data.count) of \(list.total) users, page \(list.page) of \(list.totalPages)", time: listDecodeTime)
+
+        guard let id = userID ?? list.data.first?.id else {
+            throw CommandFailure("\(listResponse.request): page \(page) has no users to pick from")
+        }
+        let userRequest = try ReqresRequests.user(id: id)
+        let (userResponse, userTime) = try await timed { try await chain.load(userRequest).validateStatus() }
+        steps.add("GET \(userResponse.request.pathAndQuery)", status: userResponse.status.code, note: "\(userResponse.body.count) bytes", time: userTime)
+
+        let (user, userDecodeTime) = try timed { try userResponse.decode(SingleUser.self).data }
+        steps.add("decode SingleUser", note: "user \(user.id)", time: userDecodeTime)
+
+        steps.print()
+        print()
+        print("User \(user.id): \(user.firstName) \(user.lastName) <\(user.email)>")
+        print("avatar     \(user.avatar)")
+        print("total      \(Terminal.milliseconds(ContinuousClock.now - total))")
+    }
+}
+
+/// Runs `work` and measures it.
+func timed<T>(_ work: () async throws -> T) async rethrows -> (T, Duration) {
+    let start = ContinuousClock.now
+    let value = try await work()
+    return (value, ContinuousClock.now - start)
+}
+
+func timed<T>(_ work: () throws -> T) rethrows -> (T, Duration) {
+    let start = ContinuousClock.now
+    let value = try work()
+    return (value, ContinuousClock.now - start)
+}
+
+extension APIRequest {
+    /// "/api/users?page=1"
+    var pathAndQuery: String {
+        percentEncodedPath + (percentEncodedQuery.map { "?\($0)" } ?? "")
+    }
+}
+
+struct StepTable {
+    private var rows: [(step: String, status: String, note: String, time: String)] = []
+
+    mutating func add(_ step: String, status: Int? = nil, note: String = "", time: Duration) {
+        rows.append((step, status.map(String.init) ?? "", note, Terminal.milliseconds(time)))
+    }
+
+    func print() {
+        let stepWidth = rows.map(\.step.count).max() ?? 0
+        let noteWidth = rows.map(\.note.count).max() ?? 0
+        for (index, row) in rows.enumerated() {
+            Swift.print("  \(index + 1)  \(row.step.padding(stepWidth))  \(row.status.padding(3))  \(row.note.padding(noteWidth))  \(row.time.leftPadding(9))")
+        }
+    }
+}
+
+enum Terminal {
+    static func milliseconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let ms = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        return ms < 10 ? String(format: "%.2f ms", ms) : String(format: "%.1f ms", ms)
+    }
+
+    /// Prints "error: …" on one line to standard error and exits with status 1.
+    static func fail(_ message: String) -> Never {
+        let line = "error: " + message.replacingOccurrences(of: "\n", with: " ") + "\n"
+        FileHandle.standardError.write(Data(line.utf8))
+        exit(1)
+    }
+}
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+    func leftPadding(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}

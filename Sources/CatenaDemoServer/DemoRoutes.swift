@@ -134,10 +134,7 @@ enum DemoRoutes {
             guard let count = context.parameters.get("count", as: Int.self), (0...maximumBodySize).contains(count) else {
                 return apiError("count must be 0...\(maximumBodySize)")
             }
-            var buffer = ByteBuffer()
-            buffer.reserveCapacity(count)
-            for index in 0..<count { buffer.writeInteger(UInt8(index % 251)) }
-            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: buffer))
+            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: patternBytes(count)))
         }
 
         // Any status code, with a small JSON body unless the status forbids one.
@@ -224,6 +221,16 @@ enum DemoRoutes {
         } catch {
             throw HTTPError(.badRequest, message: "body is not valid JSON credentials")
         }
+    }
+
+    /// `count` bytes where byte i is i % 251, written a period at a time.
+    static func patternBytes(_ count: Int) -> ByteBuffer {
+        let period = (0..<251).map { UInt8($0) }
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(count)
+        while buffer.readableBytes + period.count <= count { buffer.writeBytes(period) }
+        buffer.writeBytes(period[0..<(count - buffer.readableBytes)])
+        return buffer
     }
 
     static func fnv1a(_ bytes: some Sequence<UInt8>) -> String {

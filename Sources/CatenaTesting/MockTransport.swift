@@ -13,8 +13,10 @@ import Synchronization
 /// let chain = ApplyEnvironment(env) --> mock
 /// ```
 ///
-/// A request that arrives when no handler is left fails with
-/// ``CatenaError/Code/invalidRequest`` and a detail that says so, and is still recorded.
+/// Like a real transport, it produces the request's body before answering, so a body
+/// that fails to encode fails here too (and uses no handler). A request that arrives
+/// when no handler is left fails with ``CatenaError/Code/invalidRequest`` and a detail
+/// that says so. Every request is recorded either way.
 public final class MockTransport: HTTPLoader {
     /// Answers one request.
     public typealias Handler = @Sendable (APIRequest) async throws(CatenaError) -> APIResponse
@@ -62,10 +64,13 @@ public final class MockTransport: HTTPLoader {
     public var resetCount: Int { state.withLock { $0.resets } }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        let body = Result { () throws(CatenaError) in try request.bodyData() }
         let (handler, seen) = state.withLock { state -> (Handler?, Int) in
             state.requests.append(request)
-            return (state.handlers.isEmpty ? nil : state.handlers.removeFirst(), state.requests.count)
+            guard case .success = body, !state.handlers.isEmpty else { return (nil, state.requests.count) }
+            return (state.handlers.removeFirst(), state.requests.count)
         }
+        _ = try body.get()
         guard let handler else {
             throw CatenaError(.invalidRequest, request: request, detail: "MockTransport has no handler left for request #\(seen); enqueue one per expected request")
         }

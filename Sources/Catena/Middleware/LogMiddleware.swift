@@ -62,9 +62,9 @@ extension Logger.Level {
 }
 
 extension Duration {
-    /// "12.3 ms"
+    /// "12.34 ms"
     var formattedMilliseconds: String {
         let ms = Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15
-        return "\((ms * 10).rounded() / 10) ms"
+        return "\((ms * 100).rounded() / 100) ms"
     }
 }

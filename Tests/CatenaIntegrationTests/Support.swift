@@ -1,0 +1,98 @@
+import Catena
+import CatenaAsyncHTTPClient
+import CatenaDemoServer
+import Foundation
+import Testing
+
+/// One demo server for the whole test process, started on first use on 127.0.0.1
+/// with a port the system picks.
+enum TestServer {
+    private static let server = Task { try await DemoServer.start() }
+
+    static func running() async throws -> RunningDemoServer {
+        try await server.value
+    }
+
+    static func environment() async throws -> ServerEnvironment {
+        try #require(ServerEnvironment(baseURL: try await running().baseURL))
+    }
+
+    /// A port nothing listens on: a server was started there and stopped again.
+    static func closedPort() async throws -> Int {
+        let server = try await DemoServer.start()
+        let port = server.port
+        await server.stop()
+        return port
+    }
+}
+
+/// The transports the shared behaviour suite runs against.
+enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case asyncHTTPClient, urlSession
+
+    var testDescription: String { rawValue }
+
+    func make(timeout: Duration = .seconds(30)) -> any HTTPLoader {
+        switch self {
+        case .asyncHTTPClient: AsyncHTTPClientTransport(timeout: timeout)
+        case .urlSession: URLSessionTransport(timeout: timeout)
+        }
+    }
+
+    /// A chain to the shared demo server through this transport.
+    func chain(timeout: Duration = .seconds(30)) async throws -> any HTTPLoader {
+        ApplyEnvironment(try await TestServer.environment()) --> make(timeout: timeout)
+    }
+}
+
+/// What `/api/echo` reports about the request it received.
+struct Echo: Decodable {
+    let method: String
+    let path: String
+    let query: String
+    let headers: [String: String]
+    let body: String?
+    let bodyEncoding: String
+    let bodyLength: Int
+    let bodyChecksum: String
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.key.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// FNV-1a, as the demo server computes it for echoed bodies.
+func fnv1a(_ bytes: some Sequence<UInt8>) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    return String(hash, radix: 16)
+}
+
+/// `count` bytes where byte i is i % 251, as the demo server's /api/bytes sends them.
+/// Built a period at a time: byte-at-a-time loops are slow in debug builds and would
+/// starve the other tests of the cooperative pool's two threads.
+func patternData(_ count: Int) -> Data {
+    let period = Data((0..<251).map { UInt8($0) })
+    var data = Data(capacity: count)
+    while data.count + period.count <= count { data.append(period) }
+    data.append(period.prefix(count - data.count))
+    return data
+}
+
+/// `count` bytes of random content: a 64 KiB random block, repeated with a counter
+/// byte between repeats so no two blocks line up the same way.
+func randomData(_ count: Int) -> Data {
+    var generator = SystemRandomNumberGenerator()
+    var block = [UInt8](repeating: 0, count: 65_536)
+    for index in stride(from: 0, to: block.count, by: 8) {
+        withUnsafeBytes(of: generator.next() as UInt64) { block.replaceSubrange(index..<index + 8, with: $0) }
+    }
+    var data = Data(capacity: count)
+    var counter: UInt8 = 0
+    while data.count < count {
+        data.append(contentsOf: block.prefix(count - data.count))
+        counter &+= 1
+        if data.count < count { data.append(counter) }
+    }
+    return data
+}

@@ -1,0 +1,233 @@
+import Catena
+import CatenaTesting
+import Foundation
+import HTTPTypes
+import Logging
+import Synchronization
+import Testing
+
+/// Appends its name to a shared trace on the way in, on the way out and on reset.
+struct Tracer: HTTPMiddleware {
+    let name: String
+    let trace: Trace
+
+    func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        trace.append("\(name)>")
+        var request = request
+        request.headerFields.append(HTTPField(name: HTTPField.Name("X-Trace")!, value: name))
+        defer { trace.append("<\(name)") }
+        return try await next.load(request)
+    }
+
+    func reset() async { trace.append("reset \(name)") }
+}
+
+final class Trace: Sendable {
+    private let events = Mutex<[String]>([])
+    func append(_ event: String) { events.withLock { $0.append(event) } }
+    var all: [String] { events.withLock { $0 } }
+}
+
+@Suite("Loader chain")
+struct ChainTests {
+    @Test("a --> b --> c runs a, then b, then c, and the value of the expression is the head")
+    func chainOrder() async throws {
+        let trace = Trace()
+        let mock = MockTransport()
+        mock.respond(status: .ok)
+        let chain = Tracer(name: "a", trace: trace) --> Tracer(name: "b", trace: trace) --> Tracer(name: "c", trace: trace) --> mock
+        #expect(chain.middleware.name == "a")
+        _ = try await chain.load(try APIRequest(.get, urlString: "http://example.com/"))
+        #expect(trace.all == ["a>", "b>", "c>", "<c", "<b", "<a"])
+        #expect(mock.requests.first?.headerFields[values: HTTPField.Name("X-Trace")!] == ["a", "b", "c"])
+    }
+
+    @Test("reset() travels down the chain, top to bottom, to the transport")
+    func resetTravelsDown() async {
+        let trace = Trace()
+        let mock = MockTransport()
+        let chain = Tracer(name: "a", trace: trace) --> Tracer(name: "b", trace: trace) --> mock
+        await chain.reset()
+        #expect(trace.all == ["reset a", "reset b"])
+        #expect(mock.resetCount == 1)
+    }
+
+    @Test("a chain can be type-erased and still be extended")
+    func erasedChain() async throws {
+        let trace = Trace()
+        let mock = MockTransport()
+        mock.respond(status: .accepted)
+        let erased: any HTTPLoader = Tracer(name: "inner", trace: trace) --> mock
+        let chain = Tracer(name: "outer", trace: trace) --> erased
+        let response = try await chain.load(try APIRequest(.get, urlString: "http://example.com/"))
+        #expect(response.status == .accepted)
+        #expect(trace.all == ["outer>", "inner>", "<inner", "<outer"])
+        await chain.reset()
+        #expect(mock.resetCount == 1)
+    }
+
+    @Test("ModifyRequest changes the request; its error fails the request before it is sent")
+    func modifyRequest() async throws {
+        let mock = MockTransport()
+        mock.respond(status: .ok)
+        let chain = ModifyRequest { $0.headerFields[.userAgent] = "Catena-Test" } --> mock
+        _ = try await chain.load(try APIRequest(.get, urlString: "http://example.com/"))
+        #expect(mock.requests.first?.headerFields[.userAgent] == "Catena-Test")
+
+        struct SigningFailed: Error {}
+        let failing = ModifyRequest { _ in throw SigningFailed() } --> mock
+        let error = await #expect(throws: CatenaError.self) {
+            try await failing.load(try APIRequest(.get, urlString: "http://example.com/"))
+        }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.underlyingError is SigningFailed)
+        #expect(mock.requests.count == 1)
+    }
+
+    @Test("the mock answers in order, records requests, and says clearly when it has no handler left")
+    func mockTransport() async throws {
+        let mock = MockTransport()
+        mock.respond(status: .ok, json: #"{"n": 1}"#)
+        mock.fail(.cannotConnect, detail: "simulated")
+        let request = try APIRequest(.get, urlString: "http://example.com/a")
+        #expect(try await mock.load(request).status == .ok)
+        let second = await #expect(throws: CatenaError.self) { try await mock.load(request) }
+        #expect(second?.code == .cannotConnect)
+        let third = await #expect(throws: CatenaError.self) { try await mock.load(request) }
+        #expect(third?.detail?.contains("no handler left for request #3") == true)
+        #expect(mock.requests.count == 3)
+    }
+}
+
+@Suite("Server environment")
+struct EnvironmentTests {
+    let environment = ServerEnvironment(
+        scheme: "http", host: "127.0.0.1", port: 8080, pathPrefix: "/v2",
+        headerFields: [HTTPField.Name("X-Api-Key")!: "k3y"], queryItems: [URLQueryItem(name: "lang", value: "en")])
+
+    func send(_ request: APIRequest) async throws -> APIRequest {
+        let mock = MockTransport()
+        mock.respond(status: .ok)
+        _ = try await (ApplyEnvironment(environment) --> mock).load(request)
+        return try #require(mock.requests.first)
+    }
+
+    @Test("a relative request gets scheme, host, port, prefix, headers and query items")
+    func relativeRequest() async throws {
+        let sent = try await send(try APIRequest(.get, path: ["users"], query: [URLQueryItem(name: "page", value: "2")]))
+        #expect(try sent.urlString() == "http://127.0.0.1:8080/v2/users?page=2&lang=en")
+        #expect(sent.headerFields[HTTPField.Name("X-Api-Key")!] == "k3y")
+    }
+
+    @Test("the request's own header and query values win over the environment's defaults")
+    func requestValuesWin() async throws {
+        let request = try APIRequest(.get, path: ["users"], query: [URLQueryItem(name: "lang", value: "de")],
+                                     headerFields: [HTTPField.Name("X-Api-Key")!: "mine"])
+        let sent = try await send(request)
+        #expect(try sent.urlString() == "http://127.0.0.1:8080/v2/users?lang=de")
+        #expect(sent.headerFields[values: HTTPField.Name("X-Api-Key")!] == ["mine"])
+    }
+
+    @Test("a request to another host is left alone: the API key never leaks")
+    func otherHostUntouched() async throws {
+        let sent = try await send(try APIRequest(.get, urlString: "https://cdn.example.com/img/1.jpg"))
+        #expect(try sent.urlString() == "https://cdn.example.com/img/1.jpg")
+        #expect(sent.headerFields[HTTPField.Name("X-Api-Key")!] == nil)
+    }
+
+    @Test("an absolute request to the same server gets headers and query items but keeps its path")
+    func sameServerAbsolute() async throws {
+        let sent = try await send(try APIRequest(.get, urlString: "http://127.0.0.1:8080/api/users?page=2"))
+        #expect(try sent.urlString() == "http://127.0.0.1:8080/api/users?page=2&lang=en")
+        #expect(sent.headerFields[HTTPField.Name("X-Api-Key")!] == "k3y")
+    }
+
+    @Test("a per-request environment option overrides the chain's")
+    func optionOverrides() async throws {
+        var request = try APIRequest(.get, path: ["users"])
+        request[option: ServerEnvironment.self] = ServerEnvironment(host: "staging.example.com")
+        let sent = try await send(request)
+        #expect(try sent.urlString() == "https://staging.example.com/users")
+        #expect(sent.headerFields[HTTPField.Name("X-Api-Key")!] == nil)
+    }
+
+    @Test("a base URL becomes an environment; a URL without host or with another scheme does not")
+    func fromBaseURL() throws {
+        let parsed = try #require(ServerEnvironment(baseURL: URL(string: "http://localhost:9000/api/")!))
+        #expect(parsed.host == "localhost")
+        #expect(parsed.port == 9000)
+        #expect(parsed.pathPrefix == "/api/")
+        #expect(ServerEnvironment(baseURL: URL(string: "ftp://localhost/")!) == nil)
+        #expect(ServerEnvironment(baseURL: URL(string: "/relative")!) == nil)
+    }
+}
+
+/// Collects log messages in memory.
+final class CapturedLogs: Sendable {
+    private let lines = Mutex<[(level: Logger.Level, text: String)]>([])
+    func append(_ level: Logger.Level, _ text: String) { lines.withLock { $0.append((level, text)) } }
+    var all: [(level: Logger.Level, text: String)] { lines.withLock { $0 } }
+    var text: String { all.map(\.text).joined(separator: "\n") }
+
+    func logger(level: Logger.Level) -> Logger {
+        var logger = Logger(label: "test") { _ in CaptureHandler(sink: self) }
+        logger.logLevel = level
+        return logger
+    }
+
+    struct CaptureHandler: LogHandler {
+        let sink: CapturedLogs
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let extra = event.metadata.map { " " + $0.map { "\($0)=\($1)" }.sorted().joined(separator: " ") } ?? ""
+            sink.append(event.level, "\(event.message)\(extra)")
+        }
+    }
+}
+
+@Suite("Log loader")
+struct LogTests {
+    @Test("credentials in headers and secret query items are redacted; the rest is logged")
+    func redactsSecrets() async throws {
+        let logs = CapturedLogs()
+        let mock = MockTransport()
+        mock.respond(status: .ok, headerFields: [.setCookie: "session=abc123", .contentType: "text/plain"], body: Data("ok".utf8))
+        let chain = LogMiddleware(logger: logs.logger(level: .debug), redaction: .adding(headers: [HTTPField.Name("X-Api-Key")!], queryItems: ["session"]))
+            --> mock
+        let request = try APIRequest(
+            .get, urlString: "https://example.com/data?session=s1&page=2&access_token=t0k3nvalue",
+            headerFields: [.authorization: "Bearer very-secret", .cookie: "id=cookie-secret",
+                           HTTPField.Name("X-Api-Key")!: "key-secret", .accept: "application/json"])
+        _ = try await chain.load(request)
+        let text = logs.text
+        for secret in ["very-secret", "cookie-secret", "key-secret", "s1", "t0k3nvalue", "abc123"] {
+            #expect(!text.contains(secret), "log leaked \(secret): \(text)")
+        }
+        #expect(text.contains("GET https://example.com/data?session=<redacted>&page=2&access_token=<redacted>"))
+        #expect(text.contains("Accept: application/json"))
+        #expect(text.contains("← 200"))
+        #expect(text.contains("2 bytes"))
+    }
+
+    @Test("below the logger's level nothing is logged; a failure logs one level higher")
+    func levels() async throws {
+        let quiet = CapturedLogs()
+        let mock = MockTransport()
+        mock.respond(status: .ok)
+        _ = try await (LogMiddleware(logger: quiet.logger(level: .info)) --> mock).load(try APIRequest(.get, urlString: "http://example.com/"))
+        #expect(quiet.all.isEmpty)
+
+        let loud = CapturedLogs()
+        mock.fail(.timedOut)
+        _ = await #expect(throws: CatenaError.self) {
+            try await (LogMiddleware(logger: loud.logger(level: .debug)) --> mock).load(try APIRequest(.get, urlString: "http://example.com/"))
+        }
+        #expect(loud.all.map(\.level) == [.debug, .info])
+        #expect(loud.all.last?.text.contains("timed out") == true)
+    }
+}

@@ -77,6 +77,10 @@ let package = Package(
             dependencies: [
                 "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

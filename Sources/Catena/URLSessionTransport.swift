@@ -60,7 +60,9 @@ public struct URLSessionTransport: HTTPLoader {
         let data: Data
         let urlResponse: URLResponse
         do {
-            (data, urlResponse) = try await session.data(for: urlRequest)
+            // URLRequest.timeoutInterval only bounds inactivity; the race bounds the
+            // whole exchange, as RequestTimeout promises.
+            (data, urlResponse) = try await withTotalTimeout(timeout) { [session, urlRequest] in try await session.data(for: urlRequest) }
         } catch {
             throw Self.map(error, request: request, timeout: timeout)
         }
@@ -82,6 +84,7 @@ public struct URLSessionTransport: HTTPLoader {
 
     static func map(_ error: any Error, request: APIRequest, timeout: Duration) -> CatenaError {
         if Task.isCancelled { return CatenaError(.cancelled, request: request, underlyingError: error) }
+        if error is TotalTimeoutReached { return CatenaError(.timedOut, request: request, detail: "no complete answer within \(timeout)") }
         guard let urlError = error as? URLError else { return CatenaError.wrapping(error, request: request) }
         let code: CatenaError.Code
         var detail: String?
@@ -111,6 +114,26 @@ public struct URLSessionTransport: HTTPLoader {
             code = .unknown
         }
         return CatenaError(code, request: request, underlyingError: urlError, detail: detail)
+    }
+}
+
+/// Thrown by ``withTotalTimeout(_:_:)`` when the time is up.
+package struct TotalTimeoutReached: Error {
+    package init() {}
+}
+
+/// Runs `operation` and cancels it when `timeout` has passed, then throws
+/// ``TotalTimeoutReached``. Cancelling the caller cancels both.
+package func withTotalTimeout<Value: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+    try await withThrowingTaskGroup(of: Value?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else { throw TotalTimeoutReached() }
+        return value
     }
 }
 

@@ -120,8 +120,13 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let limit = request[option: MaximumResponseSize.self]
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         do {
+            let start = ContinuousClock.now
             let response = try await client.execute(outgoing, deadline: .now() + TimeAmount(timeout))
-            let buffer = try await response.body.collect(upTo: limit)
+            // AsyncHTTPClient's deadline ends when the head arrives; the body must
+            // arrive within what is left of the timeout too.
+            let remaining = timeout - (ContinuousClock.now - start)
+            let body = response.body
+            let buffer = try await withTotalTimeout(remaining) { try await body.collect(upTo: limit) }
             var fields = HTTPFields()
             fields.reserveCapacity(response.headers.count)
             for (name, value) in response.headers {
@@ -139,6 +144,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     static func map(_ error: any Error, request: APIRequest, timeout: Duration, limit: Int) -> CatenaError {
+        if error is TotalTimeoutReached {
+            return CatenaError(.timedOut, request: request, underlyingError: error, detail: "no complete answer within \(timeout)")
+        }
         if error is CancellationError || Task.isCancelled {
             return CatenaError(.cancelled, request: request, underlyingError: error)
         }

@@ -116,6 +116,20 @@ struct TransportSuite {
         #expect(ContinuousClock.now - start < .seconds(4))
     }
 
+    @Test("the timeout is for the whole exchange: a body that trickles in past it times out", arguments: TransportKind.allCases)
+    func timeoutCoversBody(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        // Headers at once, then one byte every 100 ms for 3 s: never idle, never done in time.
+        var request = try APIRequest(.get, path: ["api", "drip"], query: [
+            URLQueryItem(name: "chunks", value: "30"), URLQueryItem(name: "interval", value: "0.1"),
+        ])
+        request.timeout = .milliseconds(500)
+        let start = ContinuousClock.now
+        let error = await #expect(throws: CatenaError.self) { try await chain.load(request) }
+        #expect(error?.code == .timedOut)
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+
     @Test("the transport's own timeout applies when the request sets none", arguments: TransportKind.allCases)
     func transportTimeout(kind: TransportKind) async throws {
         let chain = try await kind.chain(timeout: .milliseconds(300))

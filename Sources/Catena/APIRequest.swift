@@ -43,7 +43,11 @@ public struct APIRequest: Sendable {
         self.init(blank: method, headerFields: headerFields, body: body)
         let components = URLComponents(url: url, resolvingAgainstBaseURL: true)
         self.scheme = components?.scheme?.lowercased()
-        self.host = components?.host.flatMap { $0.isEmpty ? nil : $0 }
+        // Foundation keeps the brackets of an IPv6 literal; the request stores the bare
+        // address and the URL assembly adds them back.
+        self.host = components?.host.flatMap { host in
+            host.isEmpty ? nil : host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        }
         self.port = components?.port
         self.percentEncodedPath = components?.percentEncodedPath ?? ""
         self.query = components?.percentEncodedQuery.map(EncodedQueryItem.parse) ?? []

@@ -60,6 +60,13 @@ struct RequestTests {
         #expect(try request.urlString() == "http://[::1]:8080/x")
     }
 
+    @Test("an IPv6 URL round-trips")
+    func ipv6URL() throws {
+        let request = APIRequest(url: URL(string: "http://[::1]:8080/api/users?page=1")!)
+        #expect(request.host == "::1")
+        #expect(try request.urlString() == "http://[::1]:8080/api/users?page=1")
+    }
+
     @Test("a relative request has no URL until an environment completes it")
     func relativeRequestNeedsHost() throws {
         let request = try APIRequest(.get, path: ["api", "users"])

@@ -55,9 +55,14 @@ public struct LogMiddleware: HTTPMiddleware {
 
 extension Logger.Level {
     var oneHigher: Logger.Level {
-        let all = Logger.Level.allCases
-        let index = all.firstIndex(of: self)!
-        return all[min(index + 1, all.count - 1)]
+        switch self {
+        case .trace: .debug
+        case .debug: .info
+        case .info: .notice
+        case .notice: .warning
+        case .warning: .error
+        case .error, .critical: .critical
+        }
     }
 }
 

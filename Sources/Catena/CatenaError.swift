@@ -72,7 +72,8 @@ extension CatenaError: CustomStringConvertible, LocalizedError {
     public var description: String {
         var text = "\(request): \(code)"
         if code == .unacceptableStatus, let response {
-            text += " \(response.status.code) \(response.status.reasonPhrase)"
+            text += " \(response.status.code)"
+            if !response.status.reasonPhrase.isEmpty { text += " \(response.status.reasonPhrase)" }
         }
         if let detail { text += ": \(detail)" }
         if let underlyingError, !(underlyingError is CancellationError) {

@@ -2,7 +2,9 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import Dispatch
 import HTTPTypes
+import Synchronization
 
 /// A transport that sends requests with `URLSession`: the default on Apple platforms,
 /// and available on Linux through FoundationNetworking.
@@ -60,9 +62,7 @@ public struct URLSessionTransport: HTTPLoader {
         let data: Data
         let urlResponse: URLResponse
         do {
-            // URLRequest.timeoutInterval only bounds inactivity; the race bounds the
-            // whole exchange, as RequestTimeout promises.
-            (data, urlResponse) = try await withTotalTimeout(timeout) { [session, urlRequest] in try await session.data(for: urlRequest) }
+            (data, urlResponse) = try await send(urlRequest, timeout: timeout)
         } catch {
             throw Self.map(error, request: request, timeout: timeout)
         }
@@ -78,8 +78,45 @@ public struct URLSessionTransport: HTTPLoader {
             guard let name = (name as? String).flatMap({ HTTPField.Name($0) }), let value = value as? String else { continue }
             fields.append(HTTPField(name: name, value: value))
         }
-        let phrase = HTTPURLResponse.localizedString(forStatusCode: http.statusCode).capitalized
-        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: phrase), headerFields: fields, body: data, request: request)
+        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
+                           headerFields: fields, body: data, request: request)
+    }
+
+    /// URLSession does not expose the reason phrase the server sent; use the standard one.
+    static func reasonPhrase(_ code: Int) -> String {
+        switch code {
+        case 100: "Continue"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 412: "Precondition Failed"
+        case 413: "Content Too Large"
+        case 415: "Unsupported Media Type"
+        case 422: "Unprocessable Content"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        default: ""
+        }
     }
 
     static func map(_ error: any Error, request: APIRequest, timeout: Duration) -> CatenaError {
@@ -117,23 +154,91 @@ public struct URLSessionTransport: HTTPLoader {
     }
 }
 
-/// Thrown by ``withTotalTimeout(_:_:)`` when the time is up.
-package struct TotalTimeoutReached: Error {
-    package init() {}
+/// Thrown when a request's total timeout passed before its response was complete.
+struct TotalTimeoutReached: Error {}
+
+extension URLSessionTransport {
+    /// Sends `urlRequest` with a data task. The task is cancelled when the calling task
+    /// is, or when `timeout` has passed since it started; the continuation is resumed
+    /// exactly once, by the task's completion handler.
+    ///
+    /// URLRequest.timeoutInterval alone would only bound inactivity: a body trickling
+    /// in a byte at a time never trips it. The timer bounds the whole exchange.
+    private func send(_ urlRequest: URLRequest, timeout: Duration) async throws -> (Data, URLResponse) {
+        let call = DataTaskCall()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = session.dataTask(with: urlRequest) { data, response, error in
+                    let timedOut = call.finish()
+                    if let error {
+                        continuation.resume(throwing: timedOut ? TotalTimeoutReached() : error)
+                    } else if let response {
+                        continuation.resume(returning: (data ?? Data(), response))
+                    } else {
+                        continuation.resume(throwing: URLError(.badServerResponse))
+                    }
+                }
+                call.start(task, timeout: timeout)
+            }
+        } onCancel: {
+            call.cancel()
+        }
+    }
 }
 
-/// Runs `operation` and cancels it when `timeout` has passed, then throws
-/// ``TotalTimeoutReached``. Cancelling the caller cancels both.
-package func withTotalTimeout<Value: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
-    try await withThrowingTaskGroup(of: Value?.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
+/// The shared state of one data task: who may cancel it, and whether the timer did.
+private final class DataTaskCall: Sendable {
+    private struct State {
+        var task: URLSessionDataTask?
+        var timer: DispatchWorkItem?
+        var cancelled = false
+        var timedOut = false
+        var finished = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts `task` and its deadline, unless the caller was cancelled already. The
+    /// timer lives inside the lock: scheduling and cancelling a work item never block
+    /// or call back synchronously.
+    func start(_ task: URLSessionDataTask, timeout: Duration) {
+        let cancelledEarly = state.withLock { state in
+            state.task = task
+            guard !state.cancelled else { return true }
+            let timer = DispatchWorkItem { [weak self] in self?.expire() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds, execute: timer)
+            state.timer = timer
+            return false
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else { throw TotalTimeoutReached() }
-        return value
+        task.resume()
+        if cancelledEarly { task.cancel() }
+    }
+
+    func cancel() {
+        let task = state.withLock { state in
+            state.cancelled = true
+            return state.finished ? nil : state.task
+        }
+        task?.cancel()
+    }
+
+    private func expire() {
+        let task = state.withLock { state in
+            guard !state.finished, !state.cancelled else { return nil as URLSessionDataTask? }
+            state.timedOut = true
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    /// Called once, from the completion handler. Returns whether the timer fired.
+    func finish() -> Bool {
+        state.withLock { state in
+            state.finished = true
+            state.timer?.cancel()
+            state.timer = nil
+            return state.timedOut
+        }
     }
 }
 

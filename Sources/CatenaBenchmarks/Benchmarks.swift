@@ -3,8 +3,14 @@
 //
 //   swift run -c release CatenaBenchmarks [--requests 2000] [--rounds 5]
 //
-// Rounds alternate raw and Catena so that drift (other load, warm-up) hits both
-// alike; each figure is the median round. Prints a Markdown table for BENCHMARKS.md.
+// Throughput on this 2-core machine drifts by a third within one run (client and
+// server share the cores), more than the effects measured here. So:
+// - sequential: the variants take turns request by request, so each sees the same
+//   conditions; throughput is 1 / mean latency;
+// - 64 in flight: every round runs all variants back to back in rotating order, and
+//   the ratios are medians of per-round ratios; CPU time per request (process-wide,
+//   server included) is reported too, as it depends less on scheduling luck.
+// Prints a Markdown table for BENCHMARKS.md.
 
 import AsyncHTTPClient
 import Catena
@@ -22,7 +28,7 @@ import ReqresAPI
 
 struct Settings {
     var requests = 2000
-    var rounds = 5
+    var rounds = 15
     var inFlight = 64
 
     init(arguments: [String]) {
@@ -51,24 +57,39 @@ struct Variant: Sendable {
 struct Round {
     var wall: Duration
     var latencies: [Duration]
+    /// Process CPU time (user + system, client and in-process server) per request.
+    var cpuPerRequest: Duration = .zero
     var throughput: Double { Double(latencies.count) / wall.seconds }
 }
 
-func runSequential(_ variant: Variant, count: Int) async throws -> Round {
-    var latencies: [Duration] = []
-    latencies.reserveCapacity(count)
+/// User + system CPU time of this process so far.
+func processCPUTime() -> Duration {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func duration(_ time: timeval) -> Duration { .seconds(time.tv_sec) + .microseconds(time.tv_usec) }
+    return duration(usage.ru_utime) + duration(usage.ru_stime)
+}
+
+/// Runs the variants in turn, one request each, `count` times: the variants see the
+/// same conditions within microseconds of each other.
+func runInterleaved(_ variants: [Variant], count: Int) async throws -> [Round] {
+    var latencies = Array(repeating: [Duration](), count: variants.count)
     let clock = ContinuousClock()
-    let start = clock.now
-    for _ in 0..<count {
-        let begin = clock.now
-        try await variant.send(true)
-        latencies.append(clock.now - begin)
+    for iteration in 0..<count {
+        // Rotate who goes first, so no variant always follows the same one.
+        for offset in 0..<variants.count {
+            let index = (iteration + offset) % variants.count
+            let begin = clock.now
+            try await variants[index].send(true)
+            latencies[index].append(clock.now - begin)
+        }
     }
-    return Round(wall: clock.now - start, latencies: latencies)
+    return latencies.map { Round(wall: $0.reduce(.zero, +), latencies: $0) }
 }
 
 func runConcurrent(_ variant: Variant, count: Int, inFlight: Int) async throws -> Round {
     let clock = ContinuousClock()
+    let cpuStart = processCPUTime()
     let start = clock.now
     var latencies: [Duration] = []
     latencies.reserveCapacity(count)
@@ -88,7 +109,7 @@ func runConcurrent(_ variant: Variant, count: Int, inFlight: Int) async throws -
             if started < count { startOne() }
         }
     }
-    return Round(wall: clock.now - start, latencies: latencies)
+    return Round(wall: clock.now - start, latencies: latencies, cpuPerRequest: (processCPUTime() - cpuStart) / count)
 }
 
 extension Duration {
@@ -101,19 +122,24 @@ func percentile(_ sorted: [Duration], _ p: Double) -> Duration {
 }
 
 struct Summary {
-    let name: String
     let throughput: Double
     let p50: Duration
     let p99: Duration
+    let cpuPerRequest: Duration
 
-    init(name: String, rounds: [Round]) {
-        self.name = name
-        let byThroughput = rounds.sorted { $0.throughput < $1.throughput }
-        throughput = byThroughput[byThroughput.count / 2].throughput
+    /// Median throughput over the rounds; latency percentiles over every request.
+    init(rounds: [Round]) {
+        throughput = median(rounds.map(\.throughput))
+        cpuPerRequest = .microseconds(median(rounds.map { $0.cpuPerRequest.milliseconds * 1000 }))
         let all = rounds.flatMap(\.latencies).sorted()
         p50 = percentile(all, 0.50)
         p99 = percentile(all, 0.99)
     }
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count.isMultiple(of: 2) ? (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2 : sorted[sorted.count / 2]
 }
 
 func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
@@ -130,85 +156,107 @@ enum Benchmarks {
         let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let decoder = JSONDecoder()
 
-        // The same configuration for raw and Catena, each with its own client.
+        // Raw and Catena share one client (and one URLSession), so they reuse the same
+        // pooled connections: with a client each, a connection's placement on the two
+        // event-loop threads relative to the server's end biased one variant for a
+        // whole run.
         let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                                    configuration: AsyncHTTPClientTransport.defaultConfiguration)
-        let ahcTransport = AsyncHTTPClientTransport(configuration: AsyncHTTPClientTransport.defaultConfiguration)
-        let ahcChain = LogMiddleware(logger: quiet) --> ApplyEnvironment(environment) --> ahcTransport
+        let ahcAlone = AsyncHTTPClientTransport(client: rawClient)
+        let ahcChain = LogMiddleware(logger: quiet) --> ApplyEnvironment(environment) --> ahcAlone
 
-        func makeSession() -> URLSession {
-            let configuration = URLSessionConfiguration.ephemeral
-            configuration.urlCache = nil
-            configuration.httpShouldSetCookies = false
-            configuration.httpMaximumConnectionsPerHost = settings.inFlight
-            return URLSession(configuration: configuration)
-        }
-        let rawSession = makeSession()
-        let urlSessionChain = LogMiddleware(logger: quiet) --> ApplyEnvironment(environment)
-            --> URLSessionTransport(session: makeSession())
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpMaximumConnectionsPerHost = settings.inFlight
+        let rawSession = URLSession(configuration: configuration)
+        let urlSessionAlone = URLSessionTransport(session: rawSession)
+        let urlSessionChain = LogMiddleware(logger: quiet) --> ApplyEnvironment(environment) --> urlSessionAlone
+        let absolute = try APIRequest(.get, baseURL: base, path: ["api", "users", "2"])
 
-        let pairs: [(transport: String, raw: Variant, catena: Variant)] = [
-            ("AsyncHTTPClient",
-             Variant(name: "raw AsyncHTTPClient") { decode in
-                 let response = try await rawClient.execute(HTTPClientRequest(url: userURL.absoluteString), timeout: .seconds(30))
-                 let body = try await response.body.collect(upTo: 1 << 20)
-                 guard response.status == .ok else { throw BenchmarkError.status(Int(response.status.code)) }
-                 if decode { _ = try decoder.decode(SingleUser.self, from: body) }
-             },
-             Variant(name: "Catena + AsyncHTTPClient") { decode in
-                 let response = try await ahcChain.load(request).validateStatus()
-                 if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
-             }),
-            ("URLSession",
-             Variant(name: "raw URLSession") { decode in
-                 let (data, response) = try await rawSession.data(for: URLRequest(url: userURL))
-                 guard (response as? HTTPURLResponse)?.statusCode == 200 else { throw BenchmarkError.status(-1) }
-                 if decode { _ = try decoder.decode(SingleUser.self, from: data) }
-             },
-             Variant(name: "Catena + URLSession") { decode in
-                 let response = try await urlSessionChain.load(request).validateStatus()
-                 if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
-             }),
+        /// The first variant of each group is the raw transport; the others are compared with it.
+        let groups: [[Variant]] = [
+            [
+                Variant(name: "raw AsyncHTTPClient") { decode in
+                    let response = try await rawClient.execute(HTTPClientRequest(url: userURL.absoluteString), timeout: .seconds(30))
+                    let body = try await response.body.collect(upTo: 1 << 20)
+                    guard response.status == .ok else { throw BenchmarkError.status(Int(response.status.code)) }
+                    if decode { _ = try decoder.decode(SingleUser.self, from: body) }
+                },
+                Variant(name: "Catena transport alone") { decode in
+                    let response = try await ahcAlone.load(absolute).validateStatus()
+                    if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+                },
+                Variant(name: "Catena chain (log + environment)") { decode in
+                    let response = try await ahcChain.load(request).validateStatus()
+                    if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+                },
+            ],
+            [
+                Variant(name: "raw URLSession") { decode in
+                    let (data, response) = try await rawSession.data(for: URLRequest(url: userURL))
+                    guard (response as? HTTPURLResponse)?.statusCode == 200 else { throw BenchmarkError.status(-1) }
+                    if decode { _ = try decoder.decode(SingleUser.self, from: data) }
+                },
+                Variant(name: "Catena transport alone") { decode in
+                    let response = try await urlSessionAlone.load(absolute).validateStatus()
+                    if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+                },
+                Variant(name: "Catena chain (log + environment)") { decode in
+                    let response = try await urlSessionChain.load(request).validateStatus()
+                    if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+                },
+            ],
         ]
 
-        print("Catena benchmark: \(settings.requests) requests per round, \(settings.rounds) rounds, median round reported")
+        print("Catena benchmark: \(settings.requests) requests per round and variant, \(settings.rounds) paired rounds")
         print("server: demo server in this process at \(base.absoluteString)")
         print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
         print("date: \(Date().formatted(.iso8601))")
         print()
-        print("| workload | variant | req/s | p50 ms | p99 ms | Catena / raw |")
-        print("|---|---|---:|---:|---:|---:|")
+        print("| workload | variant | req/s | p50 ms | p99 ms | CPU µs/req | Catena / raw throughput | raw / Catena CPU |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
 
-        let workloads: [(name: String, run: (Variant) async throws -> Round)] = [
-            ("\(settings.requests) sequential GET + decode", { try await runSequential($0, count: settings.requests) }),
-            ("\(settings.requests) GET, \(settings.inFlight) in flight", { try await runConcurrent($0, count: settings.requests, inFlight: settings.inFlight) }),
-        ]
-        for workload in workloads {
-            for pair in pairs {
-                // Warm up connections and code paths.
-                _ = try await runConcurrent(pair.raw, count: 200, inFlight: 8)
-                _ = try await runConcurrent(pair.catena, count: 200, inFlight: 8)
-                var raw: [Round] = []
-                var catena: [Round] = []
-                for round in 0..<settings.rounds {
-                    if round.isMultiple(of: 2) {
-                        raw.append(try await workload.run(pair.raw))
-                        catena.append(try await workload.run(pair.catena))
-                    } else {
-                        catena.append(try await workload.run(pair.catena))
-                        raw.append(try await workload.run(pair.raw))
+        func report(_ workload: String, _ group: [Variant], _ rounds: [[Round]], cpu: Bool) {
+            for (index, variant) in group.enumerated() {
+                let summary = Summary(rounds: rounds[index])
+                var ratio = "", cpuRatio = ""
+                if index > 0 {
+                    let ratios = zip(rounds[index], rounds[0]).map { $0.throughput / $1.throughput }
+                    ratio = "**\(format(100 * median(ratios), 1)) %** (\(format(100 * ratios.min()!, 0))–\(format(100 * ratios.max()!, 0)))"
+                    if cpu {
+                        let cpuRatios = zip(rounds[index], rounds[0]).map { $1.cpuPerRequest / $0.cpuPerRequest }
+                        cpuRatio = "\(format(100 * median(cpuRatios), 1)) %"
                     }
                 }
-                let rawSummary = Summary(name: pair.raw.name, rounds: raw)
-                let catenaSummary = Summary(name: pair.catena.name, rounds: catena)
-                for summary in [rawSummary, catenaSummary] {
-                    let ratio = summary.name == catenaSummary.name ? "**\(format(100 * catenaSummary.throughput / rawSummary.throughput, 1)) %**" : ""
-                    print("| \(workload.name) | \(summary.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(ratio) |")
-                }
+                let cpuText = cpu ? format(summary.cpuPerRequest.milliseconds * 1000, 0) : "–"
+                print("| \(workload) | \(variant.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(cpuText) | \(ratio) | \(cpuRatio) |")
             }
         }
+
+        for group in groups {
+            for variant in group { _ = try await runConcurrent(variant, count: 300, inFlight: 8) }
+            // Sequential: one request of each variant in turn; a round is `requests` each.
+            var rounds = Array(repeating: [Round](), count: group.count)
+            for _ in 0..<max(3, settings.rounds / 3) {
+                for (index, round) in try await runInterleaved(group, count: settings.requests).enumerated() {
+                    rounds[index].append(round)
+                }
+            }
+            report("\(settings.requests) sequential GET + decode", group, rounds, cpu: false)
+        }
+        for group in groups {
+            // Concurrent: every variant runs a whole round, in rotating order.
+            var rounds = Array(repeating: [Round](), count: group.count)
+            for round in 0..<settings.rounds {
+                for offset in 0..<group.count {
+                    let index = (round + offset) % group.count
+                    rounds[index].append(try await runConcurrent(group[index], count: settings.requests, inFlight: settings.inFlight))
+                }
+            }
+            report("\(settings.requests) GET, \(settings.inFlight) in flight", group, rounds, cpu: true)
+        }
         try await rawClient.shutdown()
-        try await ahcTransport.shutdown()
         rawSession.invalidateAndCancel()
         await server.stop()
     }

@@ -179,7 +179,7 @@ enum DemoRoutes {
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(data: try encoder.encode(value))))
     }

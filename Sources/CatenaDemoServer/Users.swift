@@ -42,8 +42,8 @@ enum UserStore {
 }
 
 struct Support: Encodable, Sendable {
-    let url = "https://github.com/catena/catena#demo-server"
-    let text = "Catena's demo server speaks the shapes of reqres.in."
+    let url = "https://reqres.in"
+    let text = "Catena's demo server: reqres.in's shapes, served locally."
 }
 
 struct UserPage: Encodable, Sendable {

@@ -37,7 +37,7 @@ struct Serve: AsyncParsableCommand {
                 print("Catena demo server listening on \(url.absoluteString) (Ctrl-C to stop)")
             }
         } catch {
-            throw CommandFailure("cannot serve on \(host):\(port): \(error)")
+            Terminal.fail("cannot serve on \(host):\(port): \(error)")
         }
     }
 }

@@ -161,8 +161,12 @@ struct DemoServerTests {
         let response = try await transport.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "users", "1"]))
         #expect(response.status == .ok)
         await server.stop()
+        // A fresh client: the shared one may still hold a pooled keep-alive connection
+        // to the stopped server, which fails as connectionLost instead.
         let error = await #expect(throws: CatenaError.self) {
-            try await transport.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "users", "1"]))
+            try await AsyncHTTPClientTransport.withTransport { fresh in
+                try await fresh.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "users", "1"]))
+            }
         }
         #expect(error?.code == .cannotConnect)
         await server.stop()

@@ -25,8 +25,8 @@ extension HTTPLoader {
 /// Compose middleware in front of a transport with `-->`:
 ///
 /// ```swift
-/// let chain = LogMiddleware(logger: logger)
-///     --> ApplyEnvironment(.init(host: "reqres.in"))
+/// let chain = ApplyEnvironment(.init(host: "reqres.in"))
+///     --> LogMiddleware(logger: logger)
 ///     --> AsyncHTTPClientTransport()
 /// ```
 public protocol HTTPMiddleware: Sendable {

@@ -163,7 +163,7 @@ enum Benchmarks {
         let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                                    configuration: AsyncHTTPClientTransport.defaultConfiguration)
         let ahcAlone = AsyncHTTPClientTransport(client: rawClient)
-        let ahcChain = LogMiddleware(logger: quiet) --> ApplyEnvironment(environment) --> ahcAlone
+        let ahcChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> ahcAlone
 
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
@@ -171,7 +171,7 @@ enum Benchmarks {
         configuration.httpMaximumConnectionsPerHost = settings.inFlight
         let rawSession = URLSession(configuration: configuration)
         let urlSessionAlone = URLSessionTransport(session: rawSession)
-        let urlSessionChain = LogMiddleware(logger: quiet) --> ApplyEnvironment(environment) --> urlSessionAlone
+        let urlSessionChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> urlSessionAlone
         let absolute = try APIRequest(.get, baseURL: base, path: ["api", "users", "2"])
 
         /// The first variant of each group is the raw transport; the others are compared with it.

@@ -83,12 +83,14 @@ struct ConnectionOptions: ParsableArguments {
         var logger = Logger(label: "catena")
         logger.logLevel = verbose ? .debug : .critical
         let transport = transport.makeLoader()
+        // Headers given on the command line are usually keys: never print their values.
+        let redaction = Redaction.adding(headers: fields.map(\.name))
 
         if let baseURL {
             guard let url = URL(string: baseURL), let environment = ServerEnvironment(baseURL: url, headerFields: fields) else {
                 throw CommandFailure("--base-url \"\(baseURL)\" is not an absolute http or https URL")
             }
-            let chain = LogMiddleware(logger: logger) --> ApplyEnvironment(environment) --> transport
+            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction) --> transport
             return try await body(chain, ServerDescription(url: url.absoluteString, embedded: false, transport: self.transport.name))
         }
         let server: RunningDemoServer
@@ -99,7 +101,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         do {
             let environment = ServerEnvironment(baseURL: server.baseURL, headerFields: fields)!
-            let chain = LogMiddleware(logger: logger) --> ApplyEnvironment(environment) --> transport
+            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction) --> transport
             let result = try await body(chain, ServerDescription(url: server.baseURL.absoluteString, embedded: true, transport: self.transport.name))
             await server.stop()
             return result

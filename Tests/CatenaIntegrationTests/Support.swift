@@ -61,13 +61,6 @@ struct Echo: Decodable {
     }
 }
 
-/// FNV-1a, as the demo server computes it for echoed bodies.
-func fnv1a(_ bytes: some Sequence<UInt8>) -> String {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-    return String(hash, radix: 16)
-}
-
 /// `count` bytes where byte i is i % 251, as the demo server's /api/bytes sends them.
 /// Built a period at a time: byte-at-a-time loops are slow in debug builds and would
 /// starve the other tests of the cooperative pool's two threads.

@@ -17,6 +17,15 @@ public protocol HTTPLoader: Sendable {
 
 extension HTTPLoader {
     public func reset() async {}
+
+    /// Loads `request` and captures the outcome, for code that hands it on.
+    func result(for request: APIRequest) async -> Result<APIResponse, CatenaError> {
+        do throws(CatenaError) {
+            return .success(try await load(request))
+        } catch {
+            return .failure(error)
+        }
+    }
 }
 
 /// A link in a loader chain: it may change the request, hand it to the next loader,
@@ -33,13 +42,22 @@ public protocol HTTPMiddleware: Sendable {
     /// Handles `request`, usually by calling `next.load` once.
     func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse
 
-    /// Drops the middleware's own state. The chain calls `next.reset()` afterwards; the
-    /// default does nothing.
+    /// Drops the middleware's own state. The default does nothing.
     func reset() async
+
+    /// Resets this middleware and the chain after it. The default calls ``reset()``,
+    /// then `next.reset()`; a middleware that must act around the reset of the rest
+    /// of the chain (a reset guard) implements this instead.
+    func reset(next: some HTTPLoader) async
 }
 
 extension HTTPMiddleware {
     public func reset() async {}
+
+    public func reset(next: some HTTPLoader) async {
+        await reset()
+        await next.reset()
+    }
 }
 
 /// A middleware and the loader after it. Built by `-->`; immutable and Sendable.
@@ -62,8 +80,7 @@ public struct LoaderChain<Middleware: HTTPMiddleware, Next: HTTPLoader>: HTTPLoa
 
     /// Resets the middleware, then the rest of the chain, top to bottom.
     public func reset() async {
-        await middleware.reset()
-        await next.reset()
+        await middleware.reset(next: next)
     }
 }
 

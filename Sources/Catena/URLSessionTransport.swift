@@ -178,11 +178,39 @@ extension URLSessionTransport {
                         continuation.resume(throwing: URLError(.badServerResponse))
                     }
                 }
+                task.delegate = CredentialStrippingRedirects.shared
                 call.start(task, timeout: timeout)
             }
         } onCancel: {
             call.cancel()
         }
+    }
+}
+
+/// Removes credentials from a redirect to another origin (scheme, host or port).
+///
+/// URLSession on Linux forwards `Authorization`, `Proxy-Authorization` and `Cookie`
+/// to whatever host a redirect names: a token meant for one API would reach another
+/// server (found by the loader suite's redirect test). AsyncHTTPClient already strips
+/// them; this task delegate makes URLSession do the same.
+final class CredentialStrippingRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    static let shared = CredentialStrippingRedirects()
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        guard let from = task.currentRequest?.url, let to = request.url, !Self.sameOrigin(from, to) else {
+            return completionHandler(request)
+        }
+        var stripped = request
+        for name in ["Authorization", "Proxy-Authorization", "Cookie"] {
+            stripped.setValue(nil, forHTTPHeaderField: name)
+        }
+        completionHandler(stripped)
+    }
+
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
+        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased() && port(a) == port(b)
     }
 }
 

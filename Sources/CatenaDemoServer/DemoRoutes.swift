@@ -16,6 +16,7 @@ enum DemoRoutes {
         router.add(middleware: DelayMiddleware())
         addUserRoutes(to: router)
         addTestRoutes(to: router)
+        LoaderRoutes.add(to: router)
         return router
     }
 

@@ -1,0 +1,59 @@
+public import Foundation
+
+/// Gets tokens from an OAuth 2 token endpoint (RFC 6749): the resource owner password
+/// grant to log in, the refresh-token grant to renew. Use its ``refresh(_:)`` as a
+/// ``TokenAuth``'s refresh:
+///
+/// ```swift
+/// let oauth = OAuth2PasswordFlow(tokenURL: url, username: "eve", password: "...", loader: transport)
+/// let chain = TokenAuth(hosts: ["api.example.com"], refresh: oauth.refresh) --> transport
+/// ```
+///
+/// The token requests go through `loader`, which should not contain the TokenAuth
+/// itself. Credentials travel in the form body only, never in a URL or a log line.
+public struct OAuth2PasswordFlow: Sendable {
+    public let tokenURL: URL
+    public let clientID: String?
+    private let username: String
+    private let password: String
+    private let loader: any HTTPLoader
+    private let clock: any RetryClock
+
+    public init(tokenURL: URL, clientID: String? = nil, username: String, password: String, loader: any HTTPLoader,
+                clock: any RetryClock = SystemRetryClock()) {
+        self.tokenURL = tokenURL
+        self.clientID = clientID
+        self.username = username
+        self.password = password
+        self.loader = loader
+        self.clock = clock
+    }
+
+    /// A new token: by the refresh-token grant when `current` has a refresh token and
+    /// the server still accepts it, else by logging in again.
+    public func refresh(_ current: BearerToken?) async throws -> BearerToken {
+        if let refreshToken = current?.refreshToken {
+            do {
+                return try await grant([(name: "grant_type", value: "refresh_token"), (name: "refresh_token", value: refreshToken)])
+            } catch let error as CatenaError where error.code == .unacceptableStatus && error.response?.status == .badRequest {
+                // invalid_grant: the refresh token is spent or revoked; log in again.
+            }
+        }
+        return try await grant([(name: "grant_type", value: "password"), (name: "username", value: username), (name: "password", value: password)])
+    }
+
+    private struct TokenResponse: Decodable {
+        let access_token: String
+        let refresh_token: String?
+        let expires_in: Double?
+    }
+
+    private func grant(_ fields: [(name: String, value: String)]) async throws -> BearerToken {
+        var fields = fields
+        if let clientID { fields.append((name: "client_id", value: clientID)) }
+        let request = APIRequest(.post, url: tokenURL, headerFields: [.accept: "application/json"], body: .form(fields))
+        let token = try await loader.load(request).validateStatus().decode(TokenResponse.self)
+        return BearerToken(accessToken: token.access_token, refreshToken: token.refresh_token,
+                           expiresAt: token.expires_in.map { clock.now().addingTimeInterval($0) })
+    }
+}

@@ -1,0 +1,127 @@
+import Synchronization
+
+/// Per-request opt-out of a ``Throttle``: a request with this option set to `true`
+/// goes straight through.
+public enum BypassThrottle: RequestOption {
+    public static let defaultValue = false
+}
+
+/// Lets at most `limit` requests through at a time; the others wait in FIFO order.
+///
+/// A waiting request whose task is cancelled leaves the queue at once, fails with
+/// ``CatenaError/Code/cancelled`` and never starts. ``reset()`` fails every waiting
+/// request with ``CatenaError/Code/cancelled``.
+public struct Throttle: HTTPMiddleware {
+    /// How many requests may be in flight through this loader at once.
+    public let limit: Int
+    private let gate: Gate
+
+    /// A throttle for `limit` requests in flight (at least 1).
+    public init(maxInFlight limit: Int) {
+        self.limit = max(1, limit)
+        self.gate = Gate(limit: max(1, limit))
+    }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        if request[option: BypassThrottle.self] { return try await next.load(request) }
+        guard await gate.enter() else { throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting in the throttle's queue") }
+        defer { gate.leave() }
+        return try await next.load(request)
+    }
+
+    /// Fails every waiting request; those in flight finish (the reset reaches them
+    /// through the loaders further down).
+    public func reset() async {
+        gate.failAll()
+    }
+
+    /// How many requests are waiting now.
+    public var waiting: Int { gate.waiting }
+}
+
+/// A FIFO semaphore whose waiters can leave when cancelled.
+final class Gate: Sendable {
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var available: Int
+        var queue: [Waiter] = []
+        var head = 0
+        var nextID: UInt64 = 0
+        var count: Int { queue.count - head }
+
+        mutating func popFirst() -> Waiter? {
+            guard head < queue.count else { return nil }
+            let waiter = queue[head]
+            head += 1
+            if head > 64 && head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            return waiter
+        }
+    }
+
+    private let state: Mutex<State>
+
+    init(limit: Int) {
+        state = Mutex(State(available: limit))
+    }
+
+    var waiting: Int { state.withLock { $0.count } }
+
+    /// Waits for a slot. Returns false when the task was cancelled while waiting (or
+    /// before), in which case no slot is held.
+    func enter() async -> Bool {
+        if Task.isCancelled { return false }
+        let (entered, id) = state.withLock { state -> (Bool, UInt64) in
+            state.nextID += 1
+            if state.available > 0 && state.count == 0 {
+                state.available -= 1
+                return (true, state.nextID)
+            }
+            return (false, state.nextID)
+        }
+        if entered { return true }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let cancelled = state.withLock { state -> Bool in
+                    if Task.isCancelled { return true }
+                    state.queue.append(Waiter(id: id, continuation: continuation))
+                    return false
+                }
+                if cancelled { continuation.resume(returning: false) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> Waiter? in
+                guard let index = state.queue[state.head...].firstIndex(where: { $0.id == id }) else { return nil }
+                return state.queue.remove(at: index)
+            }
+            waiter?.continuation.resume(returning: false)
+        }
+    }
+
+    /// Hands the slot to the first waiter, or frees it.
+    func leave() {
+        let next = state.withLock { state -> Waiter? in
+            if let waiter = state.popFirst() { return waiter }
+            state.available += 1
+            return nil
+        }
+        next?.continuation.resume(returning: true)
+    }
+
+    /// Resumes every waiter with false (no slot).
+    func failAll() {
+        let waiters = state.withLock { state -> [Waiter] in
+            let all = Array(state.queue[state.head...])
+            state.queue.removeAll()
+            state.head = 0
+            return all
+        }
+        for waiter in waiters { waiter.continuation.resume(returning: false) }
+    }
+}

@@ -287,6 +287,21 @@ struct AuthTests {
         #expect(elsewhere.header("authorization") == nil)
     }
 
+    @Test("an auth loader placed before the environment says so instead of sending the request without credentials")
+    func misordered() async throws {
+        let mock = MockTransport()
+        mock.respond()
+        let env = try await TestServer.environment()
+        let token = TokenAuth(hosts: ["127.0.0.1"]) { _ in BearerToken(accessToken: "t") } --> ApplyEnvironment(env) --> mock
+        let basic = BasicAuth(hosts: ["127.0.0.1"], credentials: .init(user: "u", password: "p")) --> ApplyEnvironment(env) --> mock
+        for chain in [token, basic] as [any HTTPLoader] {
+            let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["api", "users"])) }
+            #expect(error?.code == .invalidRequest)
+            #expect(error?.detail?.contains("put it after ApplyEnvironment") == true)
+        }
+        #expect(mock.requests.isEmpty)
+    }
+
     @Test("OAuth 2: the first request logs in; an expired token is refreshed with the refresh-token grant")
     func oauthFlow() async throws {
         let env = try await TestServer.environment()

@@ -7,6 +7,17 @@ extension CatenaError.Code {
     public static let authenticationFailed = CatenaError.Code(rawValue: "authentication failed")
 }
 
+/// The request's host, lowercased. An auth loader cannot tell whether a request
+/// without a host may carry credentials, so it refuses it rather than sending it
+/// unauthenticated: that happens when the loader stands before ApplyEnvironment.
+private func requireHost(_ request: APIRequest, loader: String) throws(CatenaError) -> String {
+    guard let host = request.host?.lowercased() else {
+        throw CatenaError(.invalidRequest, request: request,
+                          detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
+    }
+    return host
+}
+
 /// A user name and password for HTTP Basic authentication. Also a ``RequestOption``:
 /// a request that sets it uses these credentials.
 public struct BasicCredentials: Sendable, RequestOption {
@@ -48,7 +59,8 @@ public struct BasicAuth: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard let host = request.host?.lowercased(), hosts.contains(host), request.headerFields[.authorization] == nil else {
+        let host = try requireHost(request, loader: "BasicAuth")
+        guard hosts.contains(host), request.headerFields[.authorization] == nil else {
             return try await next.load(request)
         }
         let credentials: BasicCredentials?
@@ -117,7 +129,7 @@ public struct TokenAuth: HTTPMiddleware {
     public var currentToken: BearerToken? { store.current }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard let host = request.host?.lowercased(), hosts.contains(host) else { return try await next.load(request) }
+        guard hosts.contains(try requireHost(request, loader: "TokenAuth")) else { return try await next.load(request) }
         let token = try await obtain(request) { try await store.validToken() }
         var authorized = request
         authorized.headerFields[.authorization] = "Bearer \(token.accessToken)"

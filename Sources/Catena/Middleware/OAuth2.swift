@@ -14,15 +14,18 @@ public import Foundation
 public struct OAuth2PasswordFlow: Sendable {
     public let tokenURL: URL
     public let clientID: String?
+    /// Form fields sent with every token request (a `scope`, say).
+    public let extraParameters: [(name: String, value: String)]
     private let username: String
     private let password: String
     private let loader: any HTTPLoader
     private let clock: any RetryClock
 
     public init(tokenURL: URL, clientID: String? = nil, username: String, password: String, loader: any HTTPLoader,
-                clock: any RetryClock = SystemRetryClock()) {
+                extraParameters: [(name: String, value: String)] = [], clock: any RetryClock = SystemRetryClock()) {
         self.tokenURL = tokenURL
         self.clientID = clientID
+        self.extraParameters = extraParameters
         self.username = username
         self.password = password
         self.loader = loader
@@ -49,7 +52,7 @@ public struct OAuth2PasswordFlow: Sendable {
     }
 
     private func grant(_ fields: [(name: String, value: String)]) async throws -> BearerToken {
-        var fields = fields
+        var fields = fields + extraParameters
         if let clientID { fields.append((name: "client_id", value: clientID)) }
         let request = APIRequest(.post, url: tokenURL, headerFields: [.accept: "application/json"], body: .form(fields))
         let token = try await loader.load(request).validateStatus().decode(TokenResponse.self)

@@ -1,0 +1,91 @@
+import ArgumentParser
+import Catena
+import Foundation
+import Synchronization
+
+/// Token auth with a single-flight refresh: log in, read a protected resource, let
+/// the token expire, then fire many requests at once and count the refreshes.
+struct AuthDemo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "auth",
+        abstract: "OAuth 2 token auth: log in, let the token expire, fire many requests at once, count the refreshes."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "How many requests to fire at once after the token expired.")
+    var requests = 50
+
+    @Option(help: "The access token's lifetime in seconds (the demo server honours it).")
+    var lifetime = 2
+
+    func run() async throws {
+        do {
+            try await connection.withChain { chain, server in
+                try await runDemo(chain, server: server)
+            }
+        } catch let failure as CommandFailure {
+            Terminal.fail(failure.description)
+        } catch let error as CatenaError {
+            Terminal.fail(error.description)
+        }
+    }
+
+    struct Me: Decodable { let email: String }
+
+    func runDemo(_ chain: any HTTPLoader, server: ServerDescription) async throws {
+        guard let base = URL(string: server.url), let host = base.host else { throw CommandFailure("no server URL") }
+        print("OAuth 2 token auth: one refresh, however many requests need it")
+        print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
+        print()
+        let grants = Tally()
+        let oauth = OAuth2PasswordFlow(
+            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
+            loader: chain, extraParameters: [(name: "expires_in", value: String(lifetime))])
+        let auth = TokenAuth(hosts: [host], leeway: .zero) { current in
+            grants.add(current?.refreshToken == nil ? "password grant" : "refresh-token grant")
+            return try await oauth.refresh(current)
+        }
+        let authorized = auth --> chain
+        var steps = StepTable()
+
+        let (me, meTime) = try await timed {
+            try await authorized.load(try APIRequest(.get, baseURL: base, path: ["api", "protected", "me"])).validateStatus().decode(Me.self)
+        }
+        steps.add("log in, GET /api/protected/me", status: 200, note: "\(me.email); token lives \(lifetime) s", time: meTime)
+
+        let wait = Duration.seconds(lifetime) + .milliseconds(300)
+        try await Task.sleep(for: wait)
+        steps.add("wait for the token to expire", time: wait)
+
+        let outcomes = Tally()
+        let (_, burstTime) = await timed {
+            await withTaskGroup(of: String.self) { group in
+                for _ in 0..<requests {
+                    group.addTask {
+                        do {
+                            return "\(try await authorized.load(try APIRequest(.get, baseURL: base, path: ["api", "protected", "me"])).status)"
+                        } catch {
+                            return (error as? CatenaError)?.code.rawValue ?? "\(error)"
+                        }
+                    }
+                }
+                for await outcome in group { outcomes.add(outcome) }
+            }
+        }
+        let summary = outcomes.all.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")
+        steps.add("\(requests) requests at once", note: summary, time: burstTime)
+        steps.print()
+        print()
+        let refreshes = auth.refreshCount - 1
+        print("token requests  \(grants.all.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))")
+        print("refreshes       \(refreshes) for \(requests) requests\(refreshes == 1 ? " (single flight)" : "")")
+    }
+}
+
+/// Counts occurrences by name, from any task.
+final class Tally: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+    func add(_ name: String) { counts.withLock { $0[name, default: 0] += 1 } }
+    var all: [String: Int] { counts.withLock { $0 } }
+}

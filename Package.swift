@@ -51,6 +51,8 @@ let package = Package(
         .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
         // The example API module for reqres.in's users (seed 000's API).
         .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
+        // The example API module for Flickr's photos (seed 001's API).
+        .target(name: "FlickrAPI", dependencies: ["Catena"], swiftSettings: strict),
         .target(
             name: "CatenaDemoServer",
             dependencies: [
@@ -65,7 +67,7 @@ let package = Package(
         .executableTarget(
             name: "catena",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -75,7 +77,7 @@ let package = Package(
         .executableTarget(
             name: "CatenaBenchmarks",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -91,7 +93,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CatenaIntegrationTests",
-            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI"],
+            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI"],
             swiftSettings: strict
         ),
     ]

@@ -120,6 +120,11 @@ public struct APIRequest: Sendable {
         }
     }
 
+    /// Ends the path with "/" (as in `/services/rest/`), unless it already does.
+    public mutating func appendTrailingSlash() {
+        if !percentEncodedPath.hasSuffix("/") { percentEncodedPath += "/" }
+    }
+
     /// Puts an already percent-encoded path prefix (such as "/v2") in front of the path.
     mutating func prefixPath(percentEncoded prefix: String) {
         guard !prefix.isEmpty, prefix != "/" else { return }

@@ -70,14 +70,17 @@ public struct CatenaError: Error, Sendable {
 extension CatenaError: CustomStringConvertible, LocalizedError {
     /// "GET http://host/path: unacceptable status 404 Not Found", with secrets hidden.
     public var description: String {
-        var text = "\(request): \(code)"
+        // A request that could not be built has no URL to name; the detail names the endpoint.
+        let unbuilt = request.host == nil && request.percentEncodedPath.isEmpty && request.percentEncodedQuery == nil
+        var text = unbuilt ? "\(code)" : "\(request): \(code)"
         if code == .unacceptableStatus, let response {
             text += " \(response.status.code)"
             if !response.status.reasonPhrase.isEmpty { text += " \(response.status.reasonPhrase)" }
         }
         if let detail { text += ": \(detail)" }
         if let underlyingError, !(underlyingError is CancellationError) {
-            text += " (\(Self.describe(underlyingError)))"
+            let described = Self.describe(underlyingError)
+            if detail?.contains(described) != true { text += " (\(described))" }
         }
         return text
     }

@@ -152,7 +152,7 @@ enum Benchmarks {
         let base = server.baseURL
         let userURL = base.appendingPathComponent("api/users/2")
         let environment = ServerEnvironment(baseURL: base)!
-        let request = try ReqresRequests.user(id: 2)
+        let request = try UserEndpoint(id: 2).makeRequest()
         let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let decoder = JSONDecoder()
 

@@ -11,12 +11,13 @@ enum DemoRoutes {
     /// The largest request body the server reads (echo routes included).
     static let maximumBodySize = 64 * 1024 * 1024
 
-    static func makeRouter() -> Router<Context> {
+    static func makeRouter(photos: PhotoSettings = PhotoSettings()) -> Router<Context> {
         let router = Router(context: Context.self)
         router.add(middleware: DelayMiddleware())
         addUserRoutes(to: router)
         addTestRoutes(to: router)
         LoaderRoutes.add(to: router)
+        PhotoRoutes.add(to: router, settings: photos)
         return router
     }
 

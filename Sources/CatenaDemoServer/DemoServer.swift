@@ -14,12 +14,13 @@ public enum DemoServer {
     /// Starts a server and returns once it is listening.
     ///
     /// - Throws: the bind error when the address cannot be used (a port in use).
-    public static func start(host: String = "127.0.0.1", port: Int = 0, logLevel: Logger.Level = .warning) async throws -> RunningDemoServer {
+    public static func start(host: String = "127.0.0.1", port: Int = 0, photos: PhotoSettings = PhotoSettings(),
+                             logLevel: Logger.Level = .warning) async throws -> RunningDemoServer {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
         let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = Application(
-            router: DemoRoutes.makeRouter(),
+            router: DemoRoutes.makeRouter(photos: photos),
             configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
             onServerRunning: { channel in
                 continuation.yield(channel.localAddress?.port ?? port)
@@ -46,11 +47,12 @@ public enum DemoServer {
     }
 
     /// Runs a server until SIGINT or SIGTERM. `onListening` receives the base URL.
-    public static func serve(host: String, port: Int, logLevel: Logger.Level = .info, onListening: @escaping @Sendable (URL) -> Void) async throws {
+    public static func serve(host: String, port: Int, photos: PhotoSettings = PhotoSettings(), logLevel: Logger.Level = .info,
+                             onListening: @escaping @Sendable (URL) -> Void) async throws {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
         let app = Application(
-            router: DemoRoutes.makeRouter(),
+            router: DemoRoutes.makeRouter(photos: photos),
             configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
             onServerRunning: { channel in
                 onListening(RunningDemoServer.baseURL(host: host, port: channel.localAddress?.port ?? port))

@@ -19,6 +19,15 @@ struct UsersDemo: AsyncParsableCommand {
     @Option(help: "The page of the user list to fetch.")
     var page = 1
 
+    @Flag(help: "Also create a user (POST /api/users).")
+    var create = false
+
+    @Flag(help: "Also update the user (PATCH /api/users/{id}).")
+    var update = false
+
+    @Flag(help: "Also delete the user (DELETE /api/users/{id}).")
+    var delete = false
+
     func run() async throws {
         do {
             try await connection.withChain { chain, server in
@@ -38,28 +47,48 @@ struct UsersDemo: AsyncParsableCommand {
         print()
         let total = ContinuousClock.now
         var steps = StepTable()
+        let context = EndpointContext()
 
-        let listRequest = try ReqresRequests.listUsers(page: page)
-        let (listResponse, listTime) = try await timed { try await chain.load(listRequest).validateStatus() }
-        steps.add("GET \(listResponse.request.pathAndQuery)", status: listResponse.status.code, note: "\(listResponse.body.count) bytes", time: listTime)
-
-        let (list, listDecodeTime) = try timed { try listResponse.decode(UserPage.self) }
-        steps.add("decode UserPage", note: "\(list.data.count) of \(list.total) users, page \(list.page) of \(list.totalPages)", time: listDecodeTime)
-
-        guard let id = userID ?? list.data.first?.id else {
-            throw CommandFailure("\(listResponse.request): page \(page) has no users to pick from")
+        // Each endpoint in the seed's two steps: the call, then decoding its content.
+        func call<E: Endpoint>(_ endpoint: E) async throws -> E.Content {
+            let request = try endpoint.buildRequest()
+            let (response, time) = try await timed { try await chain.load(request) }
+            steps.add("\(request.method.rawValue) \(response.request.pathAndQuery)", status: response.status.code, note: "\(response.body.count) bytes", time: time)
+            let (content, decodeTime) = try timed { () throws -> E.Content in
+                try endpoint.validate(response)
+                return try endpoint.content(from: response, context: context)
+            }
+            steps.add("decode \(E.Content.self)", time: decodeTime)
+            return content
         }
-        let userRequest = try ReqresRequests.user(id: id)
-        let (userResponse, userTime) = try await timed { try await chain.load(userRequest).validateStatus() }
-        steps.add("GET \(userResponse.request.pathAndQuery)", status: userResponse.status.code, note: "\(userResponse.body.count) bytes", time: userTime)
 
-        let (user, userDecodeTime) = try timed { try userResponse.decode(SingleUser.self).data }
-        steps.add("decode SingleUser", note: "user \(user.id)", time: userDecodeTime)
+        let list = try await call(ListUsersEndpoint(page: page))
+        guard let id = userID ?? list.data.first?.id else {
+            throw CommandFailure("page \(page) of the user list has no users to pick from")
+        }
+        let user = try await call(UserEndpoint(id: id))
+
+        let client = Client(chain)
+        var writes: [String] = []
+        if create {
+            let created = try await client.sendWithMetadata(CreateUserEndpoint(UserFields(name: "morpheus", job: "leader")))
+            writes.append("created    \(created.status.code): id \(created.content.id), \(created.content.name ?? "") (\(created.content.job ?? "")) at \(created.content.createdAt)")
+        }
+        if update {
+            let updated = try await client.sendWithMetadata(UpdateUserEndpoint(id: id, fields: UserFields(job: "zion resident")))
+            writes.append("updated    \(updated.status.code): user \(id) job \(updated.content.job ?? "") at \(updated.content.updatedAt)")
+        }
+        if delete {
+            let deleted = try await client.sendWithMetadata(DeleteUserEndpoint(id: id))
+            writes.append("deleted    \(deleted.status.code): user \(id)")
+        }
 
         steps.print()
         print()
         print("User \(user.id): \(user.firstName) \(user.lastName) <\(user.email)>")
         print("avatar     \(user.avatar)")
+        print("list       \(list.data.count) of \(list.total) users, page \(list.page) of \(list.totalPages)")
+        for line in writes { print(line) }
         print("total      \(Terminal.milliseconds(ContinuousClock.now - total))")
     }
 }

@@ -22,7 +22,7 @@ struct DemoServerTests {
 
     @Test("the list has 12 users over 2 pages of 6, and per_page changes the paging")
     func listPaging() async throws {
-        let first = try await chain.load(try ReqresRequests.listUsers()).validateStatus().decode(UserPage.self)
+        let first = try await chain.load(try ListUsersEndpoint().makeRequest()).validateStatus().decode(UserPage.self)
         #expect(first.page == 1)
         #expect(first.perPage == 6)
         #expect(first.total == 12)
@@ -30,22 +30,22 @@ struct DemoServerTests {
         #expect(first.data.map(\.id) == Array(1...6))
         #expect(first.data.first?.email == "george.bluth@reqres.in")
 
-        let second = try await chain.load(try ReqresRequests.listUsers(page: 2)).decode(UserPage.self)
+        let second = try await chain.load(try ListUsersEndpoint(page: 2).makeRequest()).decode(UserPage.self)
         #expect(second.data.map(\.id) == Array(7...12))
 
-        let small = try await chain.load(try ReqresRequests.listUsers(page: 3, perPage: 5)).decode(UserPage.self)
+        let small = try await chain.load(try ListUsersEndpoint(page: 3, perPage: 5).makeRequest()).decode(UserPage.self)
         #expect(small.totalPages == 3)
         #expect(small.data.map(\.id) == [11, 12])
 
-        let beyond = try await chain.load(try ReqresRequests.listUsers(page: 9)).decode(UserPage.self)
+        let beyond = try await chain.load(try ListUsersEndpoint(page: 9).makeRequest()).decode(UserPage.self)
         #expect(beyond.data.isEmpty)
     }
 
     @Test("seed 000's chain: the list, then the first user on it")
     func seedChain() async throws {
-        let list = try await chain.load(try ReqresRequests.listUsers()).validateStatus().decode(UserPage.self)
+        let list = try await chain.load(try ListUsersEndpoint().makeRequest()).validateStatus().decode(UserPage.self)
         let first = try #require(list.data.first)
-        let user = try await chain.load(try ReqresRequests.user(id: first.id)).validateStatus().decode(SingleUser.self).data
+        let user = try await chain.load(try UserEndpoint(id: first.id).makeRequest()).validateStatus().decode(SingleUser.self).data
         #expect(user == first)
         #expect(user.firstName == "George")
         #expect(user.lastName == "Bluth")
@@ -53,7 +53,7 @@ struct DemoServerTests {
 
     @Test("an unknown user is 404 with {} and fails validation naming the URL")
     func unknownUser() async throws {
-        let response = try await chain.load(try ReqresRequests.user(id: 99))
+        let response = try await chain.load(try UserEndpoint(id: 99).makeRequest())
         #expect(response.status == .notFound)
         #expect(String(decoding: response.body, as: UTF8.self) == "{}")
         let error = #expect(throws: CatenaError.self) { try response.validateStatus() }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Catena
-import CatenaAsyncHTTPClient
 import CatenaDemoServer
+import CatenaAsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Logging
@@ -18,7 +18,7 @@ struct CatenaCommand: AsyncParsableCommand {
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Runs one of the seed documents' examples.",
-        subcommands: [UsersDemo.self, AuthDemo.self]
+        subcommands: [UsersDemo.self, PhotosDemo.self, AuthDemo.self]
     )
 }
 
@@ -71,7 +71,10 @@ struct ConnectionOptions: ParsableArguments {
 
     /// Runs `body` with a chain to the chosen server; starts and stops the embedded
     /// server when no base URL is given.
-    func withChain<Result>(_ body: (any HTTPLoader, ServerDescription) async throws -> Result) async throws -> Result {
+    func withChain<Result>(
+        photos: PhotoSettings = PhotoSettings(), wrapping wrap: (any HTTPLoader) -> any HTTPLoader = { $0 },
+        _ body: (any HTTPLoader, ServerDescription) async throws -> Result
+    ) async throws -> Result {
         var fields = HTTPFields()
         for header in headers {
             let parts = header.split(separator: ":", maxSplits: 1)
@@ -82,7 +85,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         var logger = Logger(label: "catena")
         logger.logLevel = verbose ? .debug : .critical
-        let transport = transport.makeLoader()
+        let transport = wrap(transport.makeLoader())
         // Headers given on the command line are usually keys: never print their values.
         let redaction = Redaction.adding(headers: fields.map(\.name))
 
@@ -95,7 +98,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         let server: RunningDemoServer
         do {
-            server = try await DemoServer.start()
+            server = try await DemoServer.start(photos: photos)
         } catch {
             throw CommandFailure("cannot start the embedded demo server: \(error)")
         }

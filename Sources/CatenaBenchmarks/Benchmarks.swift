@@ -24,6 +24,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOPosix
+import FlickrAPI
 import ReqresAPI
 
 struct Settings {
@@ -256,6 +257,8 @@ enum Benchmarks {
             }
             report("\(settings.requests) GET, \(settings.inFlight) in flight", group, rounds, cpu: true)
         }
+        try await photosFanOut(rounds: settings.rounds)
+
         try await rawClient.shutdown()
         rawSession.invalidateAndCancel()
         await server.stop()
@@ -264,4 +267,28 @@ enum Benchmarks {
 
 enum BenchmarkError: Error {
     case status(Int)
+}
+
+/// Seed 001's fan-out: getRecent, then 100 getSizes, 8 at a time, against a server that
+/// adds 20 ms to every call; wall time against the ideal ceil(100/8) × 20 ms + 20 ms.
+func photosFanOut(rounds: Int) async throws {
+    let latency = Duration.milliseconds(20)
+    let server = try await DemoServer.start(photos: PhotoSettings(latency: latency), logLevel: .error)
+    let client = Client(ApplyEnvironment(ServerEnvironment(baseURL: server.baseURL)!) --> AsyncHTTPClientTransport())
+    let ideal = latency * ((100 + 7) / 8) + latency
+    var walls: [Double] = []
+    for _ in 0..<(rounds + 1) {
+        let start = ContinuousClock.now
+        let photos = try await client.send(GetRecentEndpoint(perPage: 100)).photos.photo
+        let sizes = try await client.sendAllOrFail(photos.map { GetSizesEndpoint(photoID: $0.id) }, maxConcurrent: 8)
+        guard sizes.count == 100 else { throw BenchmarkError.status(sizes.count) }
+        walls.append((ContinuousClock.now - start).milliseconds)
+    }
+    walls.removeFirst()  // warm-up
+    let wall = median(walls)
+    print()
+    print("| fan-out (AsyncHTTPClient) | wall ms (median of \(walls.count)) | best | ideal ms | wall / ideal |")
+    print("|---|---:|---:|---:|---:|")
+    print("| getRecent + 100 getSizes, 8 at a time, 20 ms latency | \(format(wall, 1)) | \(format(walls.min()!, 1)) | \(format(ideal.milliseconds, 0)) | **\(format(wall / ideal.milliseconds, 3)) ×** |")
+    await server.stop()
 }

@@ -1,4 +1,6 @@
 import Catena
+import CatenaAsyncHTTPClient
+import CatenaDemoServer
 import FlickrAPI
 import Testing
 
@@ -39,5 +41,20 @@ struct PhotoEndpointTests {
     func badInput() async throws {
         let error = await #expect(throws: CatenaError.self) { try await demoClient().send(GetRecentEndpoint(perPage: 0)) }
         #expect(error?.detail == "GetRecentEndpoint: perPage must be 1...500, not 0")
+    }
+
+    @Test("the server's failure rate is seeded: the same seed fails the same calls")
+    func seededFailures() async throws {
+        func pattern(seed: UInt64) async throws -> [Bool] {
+            let server = try await DemoServer.start(photos: PhotoSettings(failureRate: 0.5, seed: seed))
+            let client = Client(ApplyEnvironment(ServerEnvironment(baseURL: server.baseURL)!) --> AsyncHTTPClientTransport())
+            let photos = try await client.send(GetRecentEndpoint(perPage: 20)).photos.photo
+            let results = try await client.sendAll(photos.map { GetSizesEndpoint(photoID: $0.id) }, maxConcurrent: 4)
+            await server.stop()
+            return results.map { if case .failure(let error) = $0 { error.response?.status.code == 503 } else { false } }
+        }
+        let first = try await pattern(seed: 7)
+        #expect(try await pattern(seed: 7) == first)
+        #expect(first.contains(true) && first.contains(false), "about half fail: \(first)")
     }
 }

@@ -20,15 +20,7 @@ struct AuthDemo: AsyncParsableCommand {
     var lifetime = 2
 
     func run() async throws {
-        do {
-            try await connection.withChain { chain, server in
-                try await runDemo(chain, server: server)
-            }
-        } catch let failure as CommandFailure {
-            Terminal.fail(failure.description)
-        } catch let error as CatenaError {
-            Terminal.fail(error.description)
-        }
+        await connection.runDemo { chain, server in try await runDemo(chain, server: server) }
     }
 
     struct Me: Decodable { let email: String }

@@ -69,6 +69,23 @@ struct ConnectionOptions: ParsableArguments {
         }
     }
 
+    /// Runs a demo with ``withChain(photos:wrapping:_:)``; any failure is printed as
+    /// one line on standard error and exits with 1.
+    func runDemo(
+        photos: PhotoSettings = PhotoSettings(), wrapping wrap: (any HTTPLoader) -> any HTTPLoader = { $0 },
+        _ body: (any HTTPLoader, ServerDescription) async throws -> Void
+    ) async {
+        do {
+            try await withChain(photos: photos, wrapping: wrap, body)
+        } catch let failure as CommandFailure {
+            Terminal.fail(failure.description)
+        } catch let error as CatenaError {
+            Terminal.fail(error.description)
+        } catch {
+            Terminal.fail(String(describing: error))
+        }
+    }
+
     /// Runs `body` with a chain to the chosen server; starts and stops the embedded
     /// server when no base URL is given.
     func withChain<Result>(

@@ -42,15 +42,9 @@ struct PhotosDemo: AsyncParsableCommand {
 
     func run() async throws {
         let attempts = AttemptCounter()
-        do {
-            let photos = PhotoSettings(latency: .milliseconds(latencyMs), failureRate: failRate, seed: seed, photoCount: max(count, 1000))
-            try await connection.withChain(photos: photos, wrapping: { attempts --> $0 }) { chain, server in
-                try await runDemo(chain, server: server, attempts: attempts)
-            }
-        } catch let failure as CommandFailure {
-            Terminal.fail(failure.description)
-        } catch let error as CatenaError {
-            Terminal.fail(error.description)
+        let photos = PhotoSettings(latency: .milliseconds(latencyMs), failureRate: failRate, seed: seed, photoCount: max(count, 1000))
+        await connection.runDemo(photos: photos, wrapping: { attempts --> $0 }) { chain, server in
+            try await runDemo(chain, server: server, attempts: attempts)
         }
     }
 

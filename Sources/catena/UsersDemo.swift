@@ -29,15 +29,7 @@ struct UsersDemo: AsyncParsableCommand {
     var delete = false
 
     func run() async throws {
-        do {
-            try await connection.withChain { chain, server in
-                try await runChain(chain, server: server)
-            }
-        } catch let failure as CommandFailure {
-            Terminal.fail(failure.description)
-        } catch let error as CatenaError {
-            Terminal.fail(error.description)
-        }
+        await connection.runDemo { chain, server in try await runChain(chain, server: server) }
     }
 
     func runChain(_ chain: any HTTPLoader, server: ServerDescription) async throws {

@@ -69,17 +69,32 @@ public struct URLSessionTransport: HTTPLoader {
         guard let http = urlResponse as? HTTPURLResponse else {
             throw CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response")
         }
+        if let destination = request[option: DownloadDestination.self], (200..<300).contains(http.statusCode) {
+            // On Linux a URLSession task delivers no delegate callbacks unless the session
+            // itself has the delegate (a task-level one receives none, measured), so the
+            // body arrives whole and is written out here: progress reports only its start
+            // and end, and the body is in memory once. AsyncHTTPClientTransport streams it.
+            let writer = try DownloadWriter(destination, expectedLength: Int64(data.count), request: request)
+            try writer.write(data, request: request)
+            try writer.finish(request: request)
+            return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
+                               headerFields: Self.fields(of: http), body: Data(), request: request)
+        }
         let limit = request[option: MaximumResponseSize.self]
         guard data.count <= limit else {
             throw CatenaError(.invalidResponse, request: request, detail: "the body has \(data.count) bytes, more than the \(limit) allowed (MaximumResponseSize)")
         }
+        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
+                           headerFields: Self.fields(of: http), body: data, request: request)
+    }
+
+    static func fields(of response: HTTPURLResponse) -> HTTPFields {
         var fields = HTTPFields()
-        for (name, value) in http.allHeaderFields {
+        for (name, value) in response.allHeaderFields {
             guard let name = (name as? String).flatMap({ HTTPField.Name($0) }), let value = value as? String else { continue }
             fields.append(HTTPField(name: name, value: value))
         }
-        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-                           headerFields: fields, body: data, request: request)
+        return fields
     }
 
     /// URLSession does not expose the reason phrase the server sent; use the standard one.

@@ -1,0 +1,99 @@
+public import Foundation
+
+/// How far a transfer has come.
+public struct TransferProgress: Sendable, Equatable {
+    /// Bytes transferred so far.
+    public var completed: Int64
+    /// Bytes expected in all, when the server said (`Content-Length`).
+    public var total: Int64?
+
+    public init(completed: Int64, total: Int64?) {
+        self.completed = completed
+        self.total = total
+    }
+
+    /// completed / total, or nil while the total is unknown.
+    public var fraction: Double? {
+        guard let total, total > 0 else { return total == 0 ? 1 : nil }
+        return Double(completed) / Double(total)
+    }
+}
+
+/// Makes a transport write the response body to a file instead of memory, reporting
+/// progress as it goes. Set it on a request (``DownloadEndpoint`` and
+/// ``Client/download(_:)`` do); loaders in between pass it on untouched.
+///
+/// A 2xx body is written to `file` + ".part" and renamed to `file` once complete; on
+/// failure or cancellation the partial file is removed. The response's `body` is then
+/// empty, and ``MaximumResponseSize`` does not apply: the body never sits in memory.
+/// Any other status keeps its body in memory as usual (an error body, for validation)
+/// and leaves `file` alone.
+public struct DownloadDestination: Sendable, RequestOption {
+    /// Where the body ends up.
+    public var file: URL
+    /// Called as bytes arrive, from the transport's threads.
+    public var progress: (@Sendable (TransferProgress) -> Void)?
+
+    public init(file: URL, progress: (@Sendable (TransferProgress) -> Void)? = nil) {
+        self.file = file
+        self.progress = progress
+    }
+
+    public static let defaultValue: DownloadDestination? = nil
+}
+
+/// Writes a download to `<file>.part`, then moves it into place. For transports.
+package final class DownloadWriter {
+    private let destination: DownloadDestination
+    private let partial: URL
+    private let handle: FileHandle
+    private let total: Int64?
+    private var written: Int64 = 0
+    private var finished = false
+
+    /// Creates (or truncates) the partial file.
+    package init(_ destination: DownloadDestination, expectedLength: Int64?, request: APIRequest) throws(CatenaError) {
+        self.destination = destination
+        self.partial = destination.file.appendingPathExtension("part")
+        self.total = expectedLength
+        guard FileManager.default.createFile(atPath: partial.path, contents: nil),
+              let handle = try? FileHandle(forWritingTo: partial)
+        else {
+            throw CatenaError(.invalidRequest, request: request, detail: "cannot write the download to \(destination.file.path)")
+        }
+        self.handle = handle
+        destination.progress?(TransferProgress(completed: 0, total: total))
+    }
+
+    /// Appends a chunk and reports progress.
+    package func write(_ chunk: Data, request: APIRequest) throws(CatenaError) {
+        do {
+            try handle.write(contentsOf: chunk)
+        } catch {
+            throw CatenaError(.invalidResponse, request: request, underlyingError: error, detail: "writing the download to \(partial.path) failed")
+        }
+        written += Int64(chunk.count)
+        destination.progress?(TransferProgress(completed: written, total: total))
+    }
+
+    /// Closes the file and moves it into place, replacing what was there.
+    package func finish(request: APIRequest) throws(CatenaError) {
+        finished = true
+        try? handle.close()
+        do {
+            if FileManager.default.fileExists(atPath: destination.file.path) {
+                try FileManager.default.removeItem(at: destination.file)
+            }
+            try FileManager.default.moveItem(at: partial, to: destination.file)
+        } catch {
+            throw CatenaError(.invalidResponse, request: request, underlyingError: error, detail: "moving the download to \(destination.file.path) failed")
+        }
+    }
+
+    /// Removes the partial file unless the download finished.
+    deinit {
+        guard !finished else { return }
+        try? handle.close()
+        try? FileManager.default.removeItem(at: partial)
+    }
+}

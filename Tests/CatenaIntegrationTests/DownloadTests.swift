@@ -1,0 +1,70 @@
+import Catena
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("Downloads to a file")
+struct DownloadTests {
+    func temporaryFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("catena-download-\(UUID().uuidString)")
+    }
+
+    @Test("an 8 MiB body streams to the file with progress, and never into the response", arguments: TransportKind.allCases)
+    func download(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let updates = Mutex<[TransferProgress]>([])
+        let size = 8 * 1024 * 1024
+        var request = try APIRequest(.get, path: ["api", "bytes", String(size)])
+        request[option: DownloadDestination.self] = DownloadDestination(file: file) { progress in updates.withLock { $0.append(progress) } }
+        let response = try await kind.chain().load(request)
+        #expect(response.status == .ok)
+        #expect(response.body.isEmpty)
+        #expect(try Data(contentsOf: file) == patternData(size))
+        #expect(!FileManager.default.fileExists(atPath: file.path + ".part"))
+        let seen = updates.withLock { $0 }
+        // AsyncHTTPClient streams the body and reports each chunk; URLSession on Linux
+        // only hands the body over whole, so it reports the start and the end.
+        #expect(seen.count > (kind == .asyncHTTPClient ? 2 : 1), "progress came in steps: \(seen.count)")
+        #expect(seen.last == TransferProgress(completed: Int64(size), total: Int64(size)))
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.completed <= $1.completed })
+    }
+
+    @Test("a failed status keeps its body in memory and leaves the destination alone", arguments: TransportKind.allCases)
+    func errorStatus(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        var request = try APIRequest(.get, path: ["api", "users", "99"])
+        request[option: DownloadDestination.self] = DownloadDestination(file: file)
+        let response = try await kind.chain().load(request)
+        #expect(response.status == .notFound)
+        #expect(String(decoding: response.body, as: UTF8.self) == "{}")
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
+
+    @Test("cancelling or timing out mid-download leaves no file behind", arguments: TransportKind.allCases)
+    func interrupted(kind: TransportKind) async throws {
+        let drip = [URLQueryItem(name: "chunks", value: "40"), URLQueryItem(name: "interval", value: "0.05")]
+
+        let cancelledFile = temporaryFile()
+        var request = try APIRequest(.get, path: ["api", "drip"], query: drip)
+        request[option: DownloadDestination.self] = DownloadDestination(file: cancelledFile)
+        let chain = try await kind.chain()
+        let task = Task { [request] in try await chain.load(request) }
+        try await Task.sleep(for: .milliseconds(400))
+        task.cancel()
+        #expect(((await task.result).failure as? CatenaError)?.code == .cancelled)
+
+        let timedOutFile = temporaryFile()
+        var slow = try APIRequest(.get, path: ["api", "drip"], query: drip)
+        slow[option: DownloadDestination.self] = DownloadDestination(file: timedOutFile)
+        slow.timeout = .milliseconds(400)
+        let error = await #expect(throws: CatenaError.self) { try await chain.load(slow) }
+        #expect(error?.code == .timedOut)
+
+        try await Task.sleep(for: .milliseconds(200))
+        for file in [cancelledFile, timedOutFile] {
+            #expect(!FileManager.default.fileExists(atPath: file.path))
+            #expect(!FileManager.default.fileExists(atPath: file.path + ".part"))
+        }
+    }
+}

@@ -40,8 +40,16 @@ public struct Client: Sendable {
 
     /// Sends `endpoint` and returns its content, status, header fields and timing.
     public func sendWithMetadata<E: Endpoint>(_ endpoint: E) async throws(CatenaError) -> Sent<E.Content> {
+        try await perform(endpoint) { _ in }
+    }
+
+    /// Builds the endpoint's request, lets `adjust` set options on it, loads, validates
+    /// and produces the content.
+    func perform<E: Endpoint>(_ endpoint: E, adjust: (inout APIRequest) -> Void) async throws(CatenaError) -> Sent<E.Content> {
         let start = ContinuousClock.now
-        let response = try await loader.load(try endpoint.buildRequest())
+        var request = try endpoint.buildRequest()
+        adjust(&request)
+        let response = try await loader.load(request)
         do {
             try endpoint.validate(response)
             let content = try endpoint.content(from: response, context: context)
@@ -197,5 +205,69 @@ extension Client {
             return try await sendAll(endpoints, maxConcurrent: maxConcurrent, policy: policy) { continuation.yield($0) }
         }
         return (progress, task)
+    }
+}
+
+// MARK: Downloads
+
+/// An endpoint whose body goes to a file; its content is that file's URL.
+public protocol DownloadEndpoint: Endpoint where Content == URL {
+    /// Where the body is written (replaced if it exists).
+    var destination: URL { get }
+}
+
+extension DownloadEndpoint {
+    public func content(from response: APIResponse, context: EndpointContext) throws -> URL { destination }
+}
+
+/// A transfer in progress: its progress as an AsyncSequence and as a Foundation
+/// `Progress` (whose `cancel()` cancels the transfer), and its outcome.
+public final class Transfer<Content: Sendable>: Sendable {
+    /// Every progress report, ending when the transfer ends.
+    public let progress: AsyncStream<TransferProgress>
+    /// The same progress for Foundation code; cancelling it cancels the transfer.
+    public let foundationProgress: Progress
+    private let task: Task<Result<Content, CatenaError>, Never>
+
+    init(progress: AsyncStream<TransferProgress>, foundationProgress: Progress, task: Task<Result<Content, CatenaError>, Never>) {
+        self.progress = progress
+        self.foundationProgress = foundationProgress
+        self.task = task
+    }
+
+    /// Waits for the outcome.
+    public func value() async throws(CatenaError) -> Content {
+        try await task.value.get()
+    }
+
+    /// Cancels the transfer; ``value()`` then throws `cancelled`.
+    public func cancel() {
+        task.cancel()
+    }
+}
+
+extension Client {
+    /// Starts downloading `endpoint`'s body to its destination, without holding it in
+    /// memory on transports that stream (AsyncHTTPClient); see ``DownloadDestination``.
+    public func download<E: DownloadEndpoint>(_ endpoint: E) -> Transfer<URL> {
+        let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(256))
+        let progress = Progress(totalUnitCount: -1)
+        let task = Task { () async -> Result<URL, CatenaError> in
+            defer { continuation.finish() }
+            do throws(CatenaError) {
+                let sent = try await perform(endpoint) { request in
+                    request[option: DownloadDestination.self] = DownloadDestination(file: endpoint.destination) { update in
+                        continuation.yield(update)
+                        if let total = update.total { progress.totalUnitCount = total }
+                        progress.completedUnitCount = update.completed
+                    }
+                }
+                return .success(sent.content)
+            } catch {
+                return .failure(error)
+            }
+        }
+        progress.cancellationHandler = { task.cancel() }
+        return Transfer(progress: stream, foundationProgress: progress, task: task)
     }
 }

@@ -67,4 +67,37 @@ struct DownloadTests {
             #expect(!FileManager.default.fileExists(atPath: file.path + ".part"))
         }
     }
+
+    struct BytesDownload: DownloadEndpoint {
+        let count: Int
+        let destination: URL
+        var drip = false
+        func makeRequest() throws -> APIRequest {
+            drip ? try .get("api", "drip", query: .items(["chunks": "40", "interval": "0.05"])) : try .get("api", "bytes", String(count))
+        }
+    }
+
+    @Test("Client.download: progress as an AsyncSequence and a Foundation Progress, content is the file", arguments: TransportKind.allCases)
+    func clientDownload(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let transfer = try await demoClient(kind).download(BytesDownload(count: 2 * 1024 * 1024, destination: file))
+        var last: TransferProgress?
+        for await update in transfer.progress { last = update }
+        #expect(try await transfer.value() == file)
+        #expect(last == TransferProgress(completed: 2 * 1024 * 1024, total: 2 * 1024 * 1024))
+        #expect(transfer.foundationProgress.fractionCompleted == 1)
+        #expect(try Data(contentsOf: file).count == 2 * 1024 * 1024)
+    }
+
+    @Test("cancelling the Foundation Progress cancels the download", arguments: TransportKind.allCases)
+    func cancelThroughProgress(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        let transfer = try await demoClient(kind).download(BytesDownload(count: 0, destination: file, drip: true))
+        try await Task.sleep(for: .milliseconds(300))
+        transfer.foundationProgress.cancel()
+        let error = await #expect(throws: CatenaError.self) { try await transfer.value() }
+        #expect(error?.code == .cancelled)
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
 }

@@ -13,25 +13,61 @@ extension APIRequest {
         /// A short name for the kind of body, used in error messages ("JSON", "form").
         public let kind: String
         private let produce: (@Sendable () throws -> Data)?
+        /// For streamed bodies: the length, when known, and how to open the stream
+        /// (once per attempt).
+        package let stream: (length: Int64?, open: @Sendable () throws -> AsyncThrowingStream<Data, any Error>)?
 
         /// A body made by `produce`, called once per attempt.
         public init(kind: String, contentType: String?, produce: @escaping @Sendable () throws -> Data) {
             self.kind = kind
             self.contentType = contentType
             self.produce = produce
+            self.stream = nil
         }
 
         private init(empty: Void) {
             kind = "empty"
             contentType = nil
             produce = nil
+            stream = nil
+        }
+
+        /// A body read from a stream that `open` creates afresh for every attempt, so a
+        /// retry never sends an exhausted stream. Transports that stream
+        /// (AsyncHTTPClient) send it chunk by chunk; others collect it first.
+        public static func stream(length: Int64?, contentType: String = "application/octet-stream",
+                                  open: @escaping @Sendable () throws -> AsyncThrowingStream<Data, any Error>) -> Body {
+            Body(kind: "stream", contentType: contentType, length: length, open: open)
+        }
+
+        /// A file's contents, read in 64 KiB chunks when sent; the file is opened again
+        /// for every attempt.
+        public static func file(_ url: URL, contentType: String = "application/octet-stream") -> Body {
+            let length = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int).map(Int64.init)
+            return Body(kind: "file \(url.lastPathComponent)", contentType: contentType, length: length) {
+                let handle = try FileHandle(forReadingFrom: url)
+                return AsyncThrowingStream {
+                    guard let chunk = try handle.read(upToCount: 65_536), !chunk.isEmpty else {
+                        try? handle.close()
+                        return nil
+                    }
+                    return chunk
+                }
+            }
+        }
+
+        private init(kind: String, contentType: String?, length: Int64?, open: @escaping @Sendable () throws -> AsyncThrowingStream<Data, any Error>) {
+            self.kind = kind
+            self.contentType = contentType
+            self.produce = nil
+            self.stream = (length, open)
         }
 
         /// No body at all.
         public static let empty = Body(empty: ())
 
         /// Whether this is ``empty``.
-        public var isEmpty: Bool { produce == nil }
+        public var isEmpty: Bool { produce == nil && stream == nil }
 
         /// Bytes as given.
         public static func data(_ data: Data, contentType: String = "application/octet-stream") -> Body {
@@ -66,9 +102,15 @@ extension APIRequest {
             Body(kind: "multipart", contentType: "multipart/form-data; boundary=\(form.boundary)") { form.encoded() }
         }
 
-        /// Produces the bytes for one attempt; `nil` for an empty body.
-        public func makeData() throws -> Data? {
-            try produce?()
+        /// Produces the bytes for one attempt; `nil` for an empty body. A streamed body
+        /// is read whole (transports that stream use ``openStream()`` instead).
+        public func makeData() async throws -> Data? {
+            if let stream {
+                var data = Data()
+                for try await chunk in try stream.open() { data.append(chunk) }
+                return data
+            }
+            return try produce?()
         }
     }
 }

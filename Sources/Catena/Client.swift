@@ -250,19 +250,36 @@ extension Client {
     /// Starts downloading `endpoint`'s body to its destination, without holding it in
     /// memory on transports that stream (AsyncHTTPClient); see ``DownloadDestination``.
     public func download<E: DownloadEndpoint>(_ endpoint: E) -> Transfer<URL> {
+        transfer(endpoint) { request, report in
+            request[option: DownloadDestination.self] = DownloadDestination(file: endpoint.destination, progress: report)
+        }
+    }
+
+    /// Starts sending `endpoint`, reporting how much of its body has gone out. Use a
+    /// ``APIRequest/Body/file(_:contentType:)`` or ``APIRequest/Body/stream(length:contentType:open:)``
+    /// body to send without holding it in memory (AsyncHTTPClient); see ``UploadProgress``.
+    public func upload<E: Endpoint>(_ endpoint: E) -> Transfer<E.Content> {
+        transfer(endpoint) { request, report in
+            request[option: UploadProgress.self] = report
+        }
+    }
+
+    /// Runs `endpoint` in a task whose progress feeds an AsyncStream and a Foundation
+    /// Progress; `attach` puts the progress callback on the request.
+    private func transfer<E: Endpoint>(
+        _ endpoint: E, attach: @escaping @Sendable (inout APIRequest, @escaping @Sendable (TransferProgress) -> Void) -> Void
+    ) -> Transfer<E.Content> {
         let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(256))
         let progress = Progress(totalUnitCount: -1)
-        let task = Task { () async -> Result<URL, CatenaError> in
+        let report: @Sendable (TransferProgress) -> Void = { update in
+            continuation.yield(update)
+            if let total = update.total { progress.totalUnitCount = total }
+            progress.completedUnitCount = update.completed
+        }
+        let task = Task { () async -> Result<E.Content, CatenaError> in
             defer { continuation.finish() }
             do throws(CatenaError) {
-                let sent = try await perform(endpoint) { request in
-                    request[option: DownloadDestination.self] = DownloadDestination(file: endpoint.destination) { update in
-                        continuation.yield(update)
-                        if let total = update.total { progress.totalUnitCount = total }
-                        progress.completedUnitCount = update.completed
-                    }
-                }
-                return .success(sent.content)
+                return .success(try await perform(endpoint) { attach(&$0, report) }.content)
             } catch {
                 return .failure(error)
             }

@@ -19,6 +19,13 @@ public struct TransferProgress: Sendable, Equatable {
     }
 }
 
+/// Reports how much of a request's body has been sent. Set it on a request (or use
+/// ``Client/upload(_:)``). Transports that stream bodies (AsyncHTTPClient) report as
+/// they send each chunk; URLSession on Linux reports the start and the end.
+public enum UploadProgress: RequestOption {
+    public static let defaultValue: (@Sendable (TransferProgress) -> Void)? = nil
+}
+
 /// Makes a transport write the response body to a file instead of memory, reporting
 /// progress as it goes. Set it on a request (``DownloadEndpoint`` and
 /// ``Client/download(_:)`` do); loaders in between pass it on untouched.

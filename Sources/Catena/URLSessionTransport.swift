@@ -51,7 +51,8 @@ public struct URLSessionTransport: HTTPLoader {
         for field in request.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
-        if let data = try request.bodyData() {
+        if let data = try await request.bodyData() {
+            request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(data.count)))
             urlRequest.httpBody = data
             if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
                 urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
@@ -65,6 +66,9 @@ public struct URLSessionTransport: HTTPLoader {
             (data, urlResponse) = try await send(urlRequest, timeout: timeout)
         } catch {
             throw Self.map(error, request: request, timeout: timeout)
+        }
+        if let sent = urlRequest.httpBody?.count {
+            request[option: UploadProgress.self]?(TransferProgress(completed: Int64(sent), total: Int64(sent)))
         }
         guard let http = urlResponse as? HTTPURLResponse else {
             throw CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response")
@@ -290,9 +294,9 @@ extension APIRequest {
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` naming the body's kind when it
     ///   cannot be produced (a value that fails to encode, say).
-    public func bodyData() throws(CatenaError) -> Data? {
+    public func bodyData() async throws(CatenaError) -> Data? {
         do {
-            return try body.makeData()
+            return try await body.makeData()
         } catch {
             throw CatenaError(.invalidRequest, request: self, underlyingError: error, detail: "the \(body.kind) body could not be produced")
         }

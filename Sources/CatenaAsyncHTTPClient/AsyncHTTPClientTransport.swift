@@ -110,10 +110,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         for field in request.headerFields {
             outgoing.headers.add(name: field.name.rawName, value: field.value)
         }
-        if let data = try request.bodyData() {
-            if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-                outgoing.headers.add(name: "Content-Type", value: contentType)
-            }
+        if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
+            outgoing.headers.add(name: "Content-Type", value: contentType)
+        }
+        if let stream = request.body.stream {
+            outgoing.body = try Self.streamedBody(stream, request: request)
+        } else if let data = try await request.bodyData() {
             outgoing.body = .bytes(data)
         }
         let timeout = request.timeout ?? self.timeout
@@ -180,6 +182,28 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         } catch where expired.load(ordering: .acquiring) {
             throw HTTPClientError.deadlineExceeded
         }
+    }
+
+    /// A streamed body, opened afresh for this attempt, counted as AsyncHTTPClient
+    /// pulls its chunks (it pulls as it writes, so the count follows what was sent).
+    static func streamedBody(
+        _ stream: (length: Int64?, open: @Sendable () throws -> AsyncThrowingStream<Data, any Error>), request: APIRequest
+    ) throws(CatenaError) -> HTTPClientRequest.Body {
+        let chunks: AsyncThrowingStream<Data, any Error>
+        do {
+            chunks = try stream.open()
+        } catch {
+            throw CatenaError(.invalidRequest, request: request, underlyingError: error, detail: "the \(request.body.kind) body could not be opened")
+        }
+        let report = request[option: UploadProgress.self]
+        let sent = Atomic<Int64>(0)
+        report?(TransferProgress(completed: 0, total: stream.length))
+        let buffers = chunks.map { @Sendable chunk -> ByteBuffer in
+            let total = sent.add(Int64(chunk.count), ordering: .relaxed).newValue
+            report?(TransferProgress(completed: total, total: stream.length))
+            return ByteBuffer(data: chunk)
+        }
+        return .stream(buffers, length: stream.length.map { .known($0) } ?? .unknown)
     }
 
     static func map(_ error: any Error, request: APIRequest, timeout: Duration, limit: Int) -> CatenaError {

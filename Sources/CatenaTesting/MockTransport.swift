@@ -64,7 +64,12 @@ public final class MockTransport: HTTPLoader {
     public var resetCount: Int { state.withLock { $0.resets } }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
-        let body = Result { () throws(CatenaError) in try request.bodyData() }
+        let body: Result<Data?, CatenaError>
+        do throws(CatenaError) {
+            body = .success(try await request.bodyData())
+        } catch {
+            body = .failure(error)
+        }
         let (handler, seen) = state.withLock { state -> (Handler?, Int) in
             state.requests.append(request)
             guard case .success = body, !state.handlers.isEmpty else { return (nil, state.requests.count) }

@@ -66,7 +66,7 @@ struct TransportSuite {
         let multipart = try await chain.load(try APIRequest(.post, path: ["api", "echo"], body: .multipart(parts))).decode(Echo.self)
         #expect(multipart.header("content-type") == "multipart/form-data; boundary=catena-boundary")
         #expect(multipart.body?.contains("filename=\"hello.txt\"") == true)
-        #expect(multipart.bodyLength == (try APIRequest.Body.multipart(parts).makeData())?.count)
+        #expect(multipart.bodyLength == (try await APIRequest.Body.multipart(parts).makeData())?.count)
 
         let text = try await chain.load(try APIRequest(.patch, path: ["api", "echo"], body: .text("héllo ✓"))).decode(Echo.self)
         #expect(text.body == "héllo ✓")

@@ -12,13 +12,13 @@ struct BodyTests {
     }
 
     @Test("a JSON body brings its Content-Type and produces the same bytes on every attempt")
-    func jsonBodyIsReproducible() throws {
+    func jsonBodyIsReproducible() async throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let body = APIRequest.Body.json(Payload(name: "morpheus", job: "leader"), encoder: encoder)
         #expect(body.contentType == "application/json")
-        let first = try #require(try body.makeData())
-        let second = try #require(try body.makeData())
+        let first = try #require(try await body.makeData())
+        let second = try #require(try await body.makeData())
         #expect(first == second)
         #expect(String(decoding: first, as: UTF8.self) == #"{"job":"leader","name":"morpheus"}"#)
     }
@@ -35,21 +35,21 @@ struct BodyTests {
     }
 
     @Test("form fields are encoded as HTML forms do")
-    func formEncoding() throws {
+    func formEncoding() async throws {
         let body = APIRequest.Body.form([(name: "email", value: "eve.holt@reqres.in"), (name: "pass word", value: "a&b=c+d é")])
         #expect(body.contentType == "application/x-www-form-urlencoded")
-        let text = String(decoding: try #require(try body.makeData()), as: UTF8.self)
+        let text = String(decoding: try #require(try await body.makeData()), as: UTF8.self)
         #expect(text == "email=eve.holt%40reqres.in&pass+word=a%26b%3Dc%2Bd+%C3%A9")
     }
 
     @Test("multipart bodies follow RFC 7578 and escape quotes and line breaks in names")
-    func multipartEncoding() throws {
+    func multipartEncoding() async throws {
         var form = MultipartForm(boundary: "XyZ")
         form.append(.init(name: "title", value: "Hello"))
         form.append(.init(name: "file\"\r\nX-Evil: 1", filename: "a.txt", data: Data("content".utf8)))
         let body = APIRequest.Body.multipart(form)
         #expect(body.contentType == "multipart/form-data; boundary=XyZ")
-        let text = String(decoding: try #require(try body.makeData()), as: UTF8.self)
+        let text = String(decoding: try #require(try await body.makeData()), as: UTF8.self)
         #expect(text == """
             --XyZ\r
             Content-Disposition: form-data; name="title"\r
@@ -66,9 +66,9 @@ struct BodyTests {
     }
 
     @Test("the empty body has no bytes and no Content-Type")
-    func emptyBody() throws {
+    func emptyBody() async throws {
         #expect(APIRequest.Body.empty.isEmpty)
-        #expect(try APIRequest.Body.empty.makeData() == nil)
+        #expect(try await APIRequest.Body.empty.makeData() == nil)
         #expect(APIRequest.Body.empty.contentType == nil)
         #expect(APIRequest.Body.text("hi").contentType == "text/plain; charset=utf-8")
     }

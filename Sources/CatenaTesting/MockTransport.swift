@@ -13,6 +13,10 @@ import Synchronization
 /// let chain = ApplyEnvironment(env) --> mock
 /// ```
 ///
+/// It simulates transfer progress in chunks of ``chunkSize``: a request with
+/// ``UploadProgress`` hears about its body going out, one with ``DownloadDestination``
+/// gets a 2xx body written to the file (and an empty body in the response).
+///
 /// Like a real transport, it produces the request's body before answering, so a body
 /// that fails to encode fails here too (and uses no handler). A request that arrives
 /// when no handler is left fails with ``CatenaError/Code/invalidRequest`` and a detail
@@ -29,8 +33,10 @@ public final class MockTransport: HTTPLoader {
 
     private let state = Mutex(State())
 
-    /// A mock with no handlers yet.
-    public init() {}
+    /// A mock with no handlers yet; `chunkSize` is the step of simulated progress.
+    public init(chunkSize: Int = 16 * 1024) {
+        self.chunkSize = max(1, chunkSize)
+    }
 
     /// Queues a handler for the next request that has none.
     public func enqueue(_ handler: @escaping Handler) {
@@ -75,12 +81,44 @@ public final class MockTransport: HTTPLoader {
             guard case .success = body, !state.handlers.isEmpty else { return (nil, state.requests.count) }
             return (state.handlers.removeFirst(), state.requests.count)
         }
-        _ = try body.get()
+        let sent = try body.get()
         guard let handler else {
             throw CatenaError(.invalidRequest, request: request, detail: "MockTransport has no handler left for request #\(seen); enqueue one per expected request")
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
-        return try await handler(request)
+        if let report = request[option: UploadProgress.self], let sent {
+            Self.simulateProgress(of: sent.count, chunkSize: chunkSize, report: report)
+        }
+        let response = try await handler(request)
+        guard let destination = request[option: DownloadDestination.self], (200..<300).contains(response.status.code) else {
+            return response
+        }
+        // Like a streaming transport: the body goes to the file a chunk at a time.
+        let writer = try DownloadWriter(destination, expectedLength: Int64(response.body.count), request: request)
+        var offset = 0
+        while offset < response.body.count {
+            guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+            let end = min(offset + chunkSize, response.body.count)
+            try writer.write(response.body.subdata(in: offset..<end), request: request)
+            offset = end
+        }
+        try writer.finish(request: request)
+        var written = response
+        written.body = Data()
+        return written
+    }
+
+    /// The chunk size for simulated transfer progress (uploads with ``UploadProgress``,
+    /// downloads with ``DownloadDestination``).
+    public let chunkSize: Int
+
+    private static func simulateProgress(of count: Int, chunkSize: Int, report: @Sendable (TransferProgress) -> Void) {
+        report(TransferProgress(completed: 0, total: Int64(count)))
+        var completed = 0
+        while completed < count {
+            completed = min(completed + chunkSize, count)
+            report(TransferProgress(completed: Int64(completed), total: Int64(count)))
+        }
     }
 
     /// Counts the reset; queued handlers and recorded requests stay.

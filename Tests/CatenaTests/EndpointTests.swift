@@ -34,3 +34,49 @@ struct EndpointKindTests {
         #expect(request.percentEncodedPath == "/services/rest/")
     }
 }
+
+@Suite("Simulated transfers on the mock transport")
+struct MockTransferTests {
+    struct Upload: DataEndpoint {
+        func makeRequest() throws -> APIRequest {
+            try APIRequest(.post, urlString: "http://example.com/upload", body: .data(Data(count: 40_000)))
+        }
+    }
+
+    struct Download: DownloadEndpoint {
+        let destination: URL
+        func makeRequest() throws -> APIRequest { try APIRequest(.get, urlString: "http://example.com/file") }
+    }
+
+    @Test("the mock reports upload progress chunk by chunk")
+    func upload() async throws {
+        let mock = MockTransport(chunkSize: 10_000)
+        mock.respond(status: .ok)
+        let transfer = Client(mock).upload(Upload())
+        var steps: [Int64] = []
+        for await update in transfer.progress { steps.append(update.completed) }
+        _ = try await transfer.value()
+        #expect(steps == [0, 10_000, 20_000, 30_000, 40_000])
+    }
+
+    @Test("the mock writes a download to the file with progress; an error status leaves the file alone")
+    func download() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("catena-mock-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let mock = MockTransport(chunkSize: 4)
+        mock.respond(status: .ok, body: Data("0123456789".utf8))
+        mock.respond(status: .notFound, json: "{}")
+        let client = Client(mock)
+        let transfer = client.download(Download(destination: file))
+        var steps: [Int64] = []
+        for await update in transfer.progress { steps.append(update.completed) }
+        #expect(try await transfer.value() == file)
+        #expect(steps == [0, 4, 8, 10])
+        #expect(try String(contentsOf: file, encoding: .utf8) == "0123456789")
+
+        let missing = file.appendingPathExtension("missing")
+        let error = await #expect(throws: CatenaError.self) { try await client.download(Download(destination: missing)).value() }
+        #expect(error?.response?.status == .notFound)
+        #expect(!FileManager.default.fileExists(atPath: missing.path))
+    }
+}

@@ -257,6 +257,7 @@ enum Benchmarks {
             }
             report("\(settings.requests) GET, \(settings.inFlight) in flight", group, rounds, cpu: true)
         }
+        try await cancellationLatency(base: base, ahc: ahcAlone, urlSession: urlSessionAlone)
         try await photosFanOut(rounds: settings.rounds)
 
         try await rawClient.shutdown()
@@ -291,4 +292,28 @@ func photosFanOut(rounds: Int) async throws {
     print("|---|---:|---:|---:|---:|")
     print("| getRecent + 100 getSizes, 8 at a time, 20 ms latency | \(format(wall, 1)) | \(format(walls.min()!, 1)) | \(format(ideal.milliseconds, 0)) | **\(format(wall / ideal.milliseconds, 3)) ×** |")
     await server.stop()
+}
+
+/// How long a transport takes to return `cancelled` after its task is cancelled
+/// mid-flight (the server would answer only after 5 s). Goal: under 100 ms.
+func cancellationLatency(base: URL, ahc: any HTTPLoader, urlSession: any HTTPLoader) async throws {
+    print()
+    print("| cancellation mid-flight (50 requests each) | p50 ms | p99 ms | max ms |")
+    print("|---|---:|---:|---:|")
+    for (name, transport) in [("AsyncHTTPClientTransport", ahc), ("URLSessionTransport", urlSession)] {
+        var latencies: [Duration] = []
+        for _ in 0..<50 {
+            let request = try APIRequest(.get, baseURL: base, path: ["api", "users", "1"], query: [URLQueryItem(name: "delay", value: "5")])
+            let task = Task { try await transport.load(request) }
+            try await Task.sleep(for: .milliseconds(30))
+            let cancelledAt = ContinuousClock.now
+            task.cancel()
+            guard case .failure(let error) = await task.result, (error as? CatenaError)?.code == .cancelled else {
+                throw BenchmarkError.status(-2)
+            }
+            latencies.append(ContinuousClock.now - cancelledAt)
+        }
+        latencies.sort()
+        print("| \(name) | \(format(percentile(latencies, 0.5).milliseconds, 3)) | \(format(percentile(latencies, 0.99).milliseconds, 3)) | \(format(latencies.last!.milliseconds, 3)) |")
+    }
 }

@@ -94,7 +94,7 @@ public struct APIRequest: Sendable {
         appendQueryItems(query)
     }
 
-    private init(blank method: HTTPRequest.Method, headerFields: HTTPFields, body: Body) {
+    init(blank method: HTTPRequest.Method, headerFields: HTTPFields = [:], body: Body = .empty) {
         self.method = method
         self.headerFields = headerFields
         self.body = body

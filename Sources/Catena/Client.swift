@@ -103,12 +103,7 @@ public final class CallHandle: Sendable {
 
 extension APIRequest {
     /// Stands in for a request that could not be built.
-    static let placeholder: APIRequest = {
-        var request = APIRequest(.get, url: URL(string: "about:blank")!)
-        request.scheme = nil
-        request.percentEncodedPath = ""
-        return request
-    }()
+    static let placeholder = APIRequest(blank: .get)
 }
 
 // MARK: Fan-out

@@ -15,7 +15,7 @@ enum LoaderRoutes {
 
     final class State: Sendable {
         struct InFlight: Codable { var current = 0; var peak = 0; var total = 0 }
-        struct Token { var email: String; var expires: Date; var refreshToken: String }
+        struct Token { var email: String; var expires: Date }
         struct Grants: Codable { var password = 0; var refresh = 0; var invalid = 0 }
 
         let calls = Mutex<[String: Int]>([:])
@@ -123,7 +123,7 @@ enum LoaderRoutes {
             }
             let access = UUID().uuidString
             let refresh = UUID().uuidString
-            state.tokens.withLock { $0[access] = State.Token(email: email, expires: Date().addingTimeInterval(lifetime), refreshToken: refresh) }
+            state.tokens.withLock { $0[access] = State.Token(email: email, expires: Date().addingTimeInterval(lifetime)) }
             state.refreshTokens.withLock { $0[refresh] = email }
             return DemoRoutes.rawJSON(
                 #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(Int(lifetime)),"refresh_token":"\#(refresh)"}"#,

@@ -46,7 +46,7 @@ struct UsersDemo: AsyncParsableCommand {
             let request = try endpoint.buildRequest()
             let (response, time) = try await timed { try await chain.load(request) }
             steps.add("\(request.method.rawValue) \(response.request.pathAndQuery)", status: response.status.code, note: "\(response.body.count) bytes", time: time)
-            let (content, decodeTime) = try timed { () throws -> E.Content in
+            let (content, decodeTime) = try await timed { () throws -> E.Content in
                 try endpoint.validate(response)
                 return try endpoint.content(from: response, context: context)
             }
@@ -89,12 +89,6 @@ struct UsersDemo: AsyncParsableCommand {
 func timed<T>(_ work: () async throws -> T) async rethrows -> (T, Duration) {
     let start = ContinuousClock.now
     let value = try await work()
-    return (value, ContinuousClock.now - start)
-}
-
-func timed<T>(_ work: () throws -> T) rethrows -> (T, Duration) {
-    let start = ContinuousClock.now
-    let value = try work()
     return (value, ContinuousClock.now - start)
 }
 

@@ -49,20 +49,7 @@ final class Gate: Sendable {
     private struct State {
         var available: Int
         var queue: [Waiter] = []
-        var head = 0
         var nextID: UInt64 = 0
-        var count: Int { queue.count - head }
-
-        mutating func popFirst() -> Waiter? {
-            guard head < queue.count else { return nil }
-            let waiter = queue[head]
-            head += 1
-            if head > 64 && head * 2 > queue.count {
-                queue.removeFirst(head)
-                head = 0
-            }
-            return waiter
-        }
     }
 
     private let state: Mutex<State>
@@ -71,7 +58,7 @@ final class Gate: Sendable {
         state = Mutex(State(available: limit))
     }
 
-    var waiting: Int { state.withLock { $0.count } }
+    var waiting: Int { state.withLock { $0.queue.count } }
 
     /// Waits for a slot. Returns false when the task was cancelled while waiting (or
     /// before), in which case no slot is held.
@@ -79,7 +66,7 @@ final class Gate: Sendable {
         if Task.isCancelled { return false }
         let (entered, id) = state.withLock { state -> (Bool, UInt64) in
             state.nextID += 1
-            if state.available > 0 && state.count == 0 {
+            if state.available > 0 && state.queue.isEmpty {
                 state.available -= 1
                 return (true, state.nextID)
             }
@@ -97,7 +84,7 @@ final class Gate: Sendable {
             }
         } onCancel: {
             let waiter = state.withLock { state -> Waiter? in
-                guard let index = state.queue[state.head...].firstIndex(where: { $0.id == id }) else { return nil }
+                guard let index = state.queue.firstIndex(where: { $0.id == id }) else { return nil }
                 return state.queue.remove(at: index)
             }
             waiter?.continuation.resume(returning: false)
@@ -107,7 +94,7 @@ final class Gate: Sendable {
     /// Hands the slot to the first waiter, or frees it.
     func leave() {
         let next = state.withLock { state -> Waiter? in
-            if let waiter = state.popFirst() { return waiter }
+            if !state.queue.isEmpty { return state.queue.removeFirst() }
             state.available += 1
             return nil
         }
@@ -117,10 +104,8 @@ final class Gate: Sendable {
     /// Resumes every waiter with false (no slot).
     func failAll() {
         let waiters = state.withLock { state -> [Waiter] in
-            let all = Array(state.queue[state.head...])
-            state.queue.removeAll()
-            state.head = 0
-            return all
+            defer { state.queue.removeAll() }
+            return state.queue
         }
         for waiter in waiters { waiter.continuation.resume(returning: false) }
     }

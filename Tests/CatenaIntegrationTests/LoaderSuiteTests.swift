@@ -124,6 +124,27 @@ struct ThrottleTests {
     }
 }
 
+extension ThrottleTests {
+    @Test("reset fails every waiting request with cancelled; the one in flight finishes")
+    func resetFailsWaiters() async throws {
+        let key = uniqueKey()
+        let throttle = Throttle(maxInFlight: 1)
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport()
+        let running = Task { try await chain.load(try holdRequest(key, hold: 0.5)) }
+        try await Task.sleep(for: .milliseconds(100))
+        let waiters = (0..<3).map { _ in Task { try await chain.load(try holdRequest(key)) } }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(throttle.waiting == 3)
+        await chain.reset()
+        for waiter in waiters {
+            #expect(((await waiter.result).failure as? CatenaError)?.code == .cancelled)
+        }
+        #expect(try await running.value.status == .ok)
+        #expect(try await inFlightStats(key).total == 1, "no waiter was ever sent")
+        #expect(try await chain.load(try holdRequest(key, hold: 0)).status == .ok, "the throttle works again after the reset")
+    }
+}
+
 @Suite("Retry")
 struct RetryTests {
     func flaky(_ key: String, failures: Int, status: Int = 503, method: HTTPRequest.Method = .get, extra: [URLQueryItem] = [], body: APIRequest.Body = .empty) throws -> APIRequest {
@@ -145,6 +166,7 @@ struct RetryTests {
         let response = try await chain(clock: clock).load(try flaky(uniqueKey(), failures: 2, status: status))
         #expect(response.status == .ok)
         #expect(try response.decode(Call.self).call == 3)
+        #expect(response.request[option: RetryAttempt.self] == 3, "the response tells which attempt it came from")
         #expect(clock.waits == [.milliseconds(200), .milliseconds(400)])
     }
 
@@ -316,6 +338,18 @@ struct AuthTests {
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
         #expect(auth.refreshCount == 2)
         #expect(auth.currentToken?.accessToken != first.accessToken)
+    }
+
+    @Test("a 401 that a Validate loader below turned into an error still triggers one refresh and a resend")
+    func refreshWithValidationBelow() async throws {
+        let env = try await TestServer.environment()
+        let auth = TokenAuth(hosts: ["127.0.0.1"], refresh: try await oauth().refresh)
+        let chain = ApplyEnvironment(env) --> auth --> Validate() --> AsyncHTTPClientTransport()
+        _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"]))
+        try await expire(try #require(auth.currentToken).accessToken)
+        let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).decode(Me.self)
+        #expect(me.email == "eve.holt@reqres.in")
+        #expect(auth.refreshCount == 2)
     }
 
     @Test("100 requests that get 401 at once cause exactly one refresh, and all succeed")

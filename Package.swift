@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "Catena", targets: ["Catena"]),
         .library(name: "CatenaAsyncHTTPClient", targets: ["CatenaAsyncHTTPClient"]),
         .library(name: "CatenaTesting", targets: ["CatenaTesting"]),
+        .library(name: "CatenaOperations", targets: ["CatenaOperations"]),
         .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
         .executable(name: "catena", targets: ["catena"]),
     ],
@@ -49,6 +50,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
+        // Operation and OperationQueue for code bases built on them (seeds 000, 001, 003).
+        .target(name: "CatenaOperations", dependencies: ["Catena"], swiftSettings: strict),
         // The example API module for reqres.in's users (seed 000's API).
         .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
         // The example API module for Flickr's photos (seed 001's API).

@@ -1,0 +1,158 @@
+public import Foundation
+import Synchronization
+
+/// An operation whose work may finish later, on any thread: override ``execute()``
+/// and call ``finish()`` when the work is done.
+///
+/// ```swift
+/// final class Hello: ConcurrentOperation, @unchecked Sendable {
+///     override func execute() {
+///         DispatchQueue.global().async { print("Hello"); self.finish() }
+///     }
+/// }
+/// ```
+///
+/// - `finish()` may be called from any thread; calls after the first do nothing.
+/// - An operation cancelled before it starts finishes at once, without `execute()`.
+/// - Cancelling a running operation is up to the operation: override
+///   ``cancelled()`` to stop the work (and then finish).
+///
+/// It tells its queue about state changes in the one way that works with both
+/// Foundations: `didChangeValue(forKey: "isFinished")` after the flag has flipped. On
+/// Linux there is no KVO and only that call reaches the queue; on Apple platforms it is
+/// standard KVO.
+///
+/// Subclasses inherit `@unchecked Sendable` from `Operation`; keep their own mutable
+/// state behind a lock, as this class does.
+open class ConcurrentOperation: Operation, @unchecked Sendable {
+    // @unchecked Sendable: every stored property is either immutable or inside `state`,
+    // a Mutex; Foundation's own state (cancellation, dependencies) is locked by Foundation.
+    private let state = Mutex(State())
+
+    private struct State {
+        var phase = Phase.pending
+        /// Set by the first `finish`, so that exactly one caller signals the queue.
+        var finishClaimed = false
+        var cancelHandled = false
+        var started: ContinuousClock.Instant?
+        var executionTime: Duration?
+        var finishHooks: [@Sendable () -> Void] = []
+    }
+
+    private enum Phase { case pending, executing, finished }
+
+    public override init() {
+        super.init()
+    }
+
+    open override var isAsynchronous: Bool { true }
+    open override var isExecuting: Bool { state.withLock { $0.phase == .executing } }
+    open override var isFinished: Bool { state.withLock { $0.phase == .finished } }
+
+    /// How long the operation ran, from `execute()` to `finish()`; nil until it finished
+    /// after executing.
+    public var executionTime: Duration? { state.withLock { $0.executionTime } }
+
+    /// Starts the operation; the queue calls this. Do not override: override ``execute()``.
+    public final override func start() {
+        if isCancelled {
+            finish()
+            return
+        }
+        let began = state.withLock { state -> Bool in
+            guard state.phase == .pending, !state.finishClaimed else { return false }
+            state.phase = .executing
+            state.started = ContinuousClock.now
+            return true
+        }
+        guard began else { return }
+        willChangeValue(forKey: "isExecuting")
+        didChangeValue(forKey: "isExecuting")
+        execute()
+    }
+
+    /// The operation's work. Call ``finish()`` when it is done, now or later, from any
+    /// thread. The default finishes at once.
+    open func execute() {
+        finish()
+    }
+
+    /// Marks the operation finished and lets the queue start what depends on it.
+    /// Only the first call counts.
+    public final func finish() {
+        finishOnce { self.prepareToFinish() }
+    }
+
+    /// Cancels the operation. A pending operation then finishes as soon as its queue
+    /// starts it; a running one is told through ``cancelled()``.
+    open override func cancel() {
+        super.cancel()
+        let first = state.withLock { state -> Bool in
+            guard !state.cancelHandled, !state.finishClaimed else { return false }
+            state.cancelHandled = true
+            return true
+        }
+        if first { cancelled() }
+    }
+
+    /// Called once, on the cancelling thread, when the operation is cancelled before it
+    /// finished. Override to stop running work; the default does nothing.
+    open func cancelled() {}
+
+    /// Claims the finish; if this call wins, runs `prepare` (which sets the result),
+    /// flips the state, signals the queue, then runs the finish hooks.
+    func finishOnce(_ prepare: () -> Void) {
+        let won = state.withLock { state -> Bool in
+            guard !state.finishClaimed else { return false }
+            state.finishClaimed = true
+            return true
+        }
+        guard won else { return }
+        prepare()
+        let wasExecuting = isExecuting
+        willChangeValue(forKey: "isFinished")
+        if wasExecuting { willChangeValue(forKey: "isExecuting") }
+        let hooks = state.withLock { state -> [@Sendable () -> Void] in
+            state.phase = .finished
+            if let started = state.started { state.executionTime = ContinuousClock.now - started }
+            defer { state.finishHooks = [] }
+            return state.finishHooks
+        }
+        // Flag first, then the signal: Linux's queue reads `isFinished` on this call.
+        if wasExecuting { didChangeValue(forKey: "isExecuting") }
+        didChangeValue(forKey: "isFinished")
+        for hook in hooks { hook() }
+    }
+
+    /// Runs before the operation flips to finished, on the finishing thread, once.
+    /// Subclasses in this module fill in a missing result here.
+    func prepareToFinish() {}
+
+    /// Runs `hook` once after the operation finished (at once if it already has).
+    func onFinish(_ hook: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            guard state.phase != .finished else { return true }
+            state.finishHooks.append(hook)
+            return false
+        }
+        if runNow { hook() }
+    }
+}
+
+extension Operation {
+    /// Runs `hook` once after this operation finished. Catena's operations call it
+    /// directly; other operations through their completion block (kept and chained).
+    func whenFinished(_ hook: @escaping @Sendable () -> Void) {
+        if let operation = self as? ConcurrentOperation {
+            operation.onFinish(hook)
+        } else if isFinished {
+            hook()
+        } else {
+            let previous = completionBlock
+            completionBlock = {
+                previous?()
+                hook()
+            }
+        }
+    }
+}

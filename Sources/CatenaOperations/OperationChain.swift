@@ -1,0 +1,235 @@
+public import Foundation
+import Synchronization
+
+extension OperationQueue {
+    /// The queue `enqueue()` uses when given none (seed 000's shared QueueManager queue).
+    /// Inject your own queue wherever a method takes `on queue:`.
+    public static let catenaDefault: OperationQueue = {
+        let queue = OperationQueue()
+        queue.name = "Catena.operations"
+        return queue
+    }()
+}
+
+/// What a chain does when one of its operations fails.
+public enum ChainFailurePolicy: Sendable {
+    /// Run every operation; a failed result passes forward to the end (seed 003). A
+    /// ``ConsumingOperation`` that receives a failure finishes with it at once.
+    case passForward
+    /// Cancel every operation after the failed one. They finish at once with the
+    /// failure as their result, so the error still reaches the end.
+    case cancelRemaining
+}
+
+/// Operations that run one after another, built with `then(do:)` and
+/// `passesResult(to:)`:
+///
+/// ```swift
+/// let chain = FetchUsers(client: client)
+///     .passesResult(to: PickFirst())
+///     .passesResult(to: FetchUser(client: client))
+/// chain.enqueue()
+/// let user = try await chain.value()
+/// ```
+///
+/// A chain schedules each operation when its predecessor finishes, so the queue only
+/// ever holds operations that are ready: Linux's OperationQueue takes quadratic time in
+/// the number of waiting operations, and a 10,000-step chain added at once takes
+/// seconds. It does not add dependencies; an operation belongs to one chain, and only
+/// the chain enqueues it.
+///
+/// The chain holds its operations until it ran to the end; drop it at any point.
+public struct OperationChain<Last: Operation>: Sendable {
+    typealias Step = ChainStep
+
+    let steps: [Step]
+    /// The failure policy.
+    public let failurePolicy: ChainFailurePolicy
+    /// The chain's last operation: its result is the chain's result.
+    public let last: Last
+    private let launch = Launch()
+
+    init(steps: [Step], last: Last, failurePolicy: ChainFailurePolicy) {
+        self.steps = steps
+        self.last = last
+        self.failurePolicy = failurePolicy
+    }
+
+    /// The operations, in order.
+    public var operations: [Operation] { steps.map(\.operation) }
+
+    /// Runs `next` after this chain's last operation.
+    public func then<Next: Operation>(do next: Next) -> OperationChain<Next> {
+        OperationChain<Next>(steps: steps + [Step(operation: next, transfer: nil)], last: next, failurePolicy: failurePolicy)
+    }
+
+    /// The same chain with another failure policy.
+    public func onFailure(_ policy: ChainFailurePolicy) -> OperationChain<Last> {
+        OperationChain(steps: steps, last: last, failurePolicy: policy)
+    }
+
+    /// Starts the chain on `queue`. Calling it again does nothing.
+    @discardableResult
+    public func enqueue(on queue: OperationQueue = .catenaDefault) -> OperationChain<Last> {
+        start(on: queue, progress: nil)
+        return self
+    }
+
+    /// Starts the chain on `queue` and returns its progress: one unit per operation.
+    /// Cancelling the progress cancels the chain.
+    public func enqueueWithProgress(on queue: OperationQueue = .catenaDefault) -> Progress {
+        let progress = Progress(totalUnitCount: Int64(steps.count))
+        start(on: queue, progress: progress)
+        return progress
+    }
+
+    /// Cancels every operation of the chain that has not finished.
+    public func cancel() {
+        if let runner = launch.runner { runner.cancel() } else { for step in steps { step.operation.cancel() } }
+    }
+
+    private func start(on queue: OperationQueue, progress: Progress?) {
+        guard let runner = launch.begin({ ChainRunner(steps: steps, queue: queue, policy: failurePolicy, progress: progress) }) else { return }
+        runner.start()
+    }
+}
+
+extension OperationChain where Last: ProducesResult {
+    /// Runs `next` after the last operation and hands it the last operation's result.
+    public func passesResult<Next: ConsumesResult>(to next: Next) -> OperationChain<Next> where Next.Input == Last.Output {
+        let producer = last
+        let step = Step(operation: next, transfer: { if let output = producer.output { next.input = output } })
+        return OperationChain<Next>(steps: steps + [step], last: next, failurePolicy: failurePolicy)
+    }
+}
+
+extension Operation {
+    /// A chain: this operation, then `next`.
+    public func then<Next: Operation>(do next: Next) -> OperationChain<Next> {
+        asChain().then(do: next)
+    }
+
+    /// Adds this operation to `queue` (by default ``Foundation/OperationQueue/catenaDefault``).
+    public func enqueue(on queue: OperationQueue = .catenaDefault) {
+        queue.addOperation(self)
+    }
+
+    /// A chain of this one operation.
+    public func asChain() -> OperationChain<Operation> {
+        OperationChain(steps: [.init(operation: self, transfer: nil)], last: self, failurePolicy: .passForward)
+    }
+}
+
+extension ProducesResult {
+    /// A chain: this operation, then `next`, which receives this operation's result.
+    public func passesResult<Next: ConsumesResult>(to next: Next) -> OperationChain<Next> where Next.Input == Output {
+        OperationChain<Self>(steps: [.init(operation: self, transfer: nil)], last: self, failurePolicy: .passForward)
+            .passesResult(to: next)
+    }
+}
+
+/// One operation of a chain.
+struct ChainStep: Sendable {
+    let operation: Operation
+    /// Moves the predecessor's result into `operation`, for `passesResult(to:)`.
+    let transfer: (@Sendable () -> Void)?
+}
+
+/// Remembers whether a chain (and its copies) has been started.
+private final class Launch: Sendable {
+    private let runnerBox = Mutex<ChainRunner?>(nil)
+    private let started = Mutex(false)
+
+    var runner: ChainRunner? { runnerBox.withLock { $0 } }
+
+    /// Makes and records the runner the first time; nil after that.
+    func begin(_ make: () -> ChainRunner) -> ChainRunner? {
+        let first = started.withLock { started -> Bool in
+            defer { started = true }
+            return !started
+        }
+        guard first else { return nil }
+        let runner = make()
+        runnerBox.withLock { $0 = runner }
+        return runner
+    }
+}
+
+/// Runs a chain: enqueues each operation when the one before it finished.
+///
+/// Each operation's finish hook holds the runner, and the runner holds the operations
+/// it has not yet released: a cycle that ends when the last operation finishes.
+final class ChainRunner: Sendable {
+    private let queue: OperationQueue
+    private let policy: ChainFailurePolicy
+    private let progress: Progress?
+    private let state: Mutex<State>
+
+    private struct State {
+        var steps: [ChainStep?]
+        var cancelled = false
+        var stoppedBy: (any Error)?
+    }
+
+    init(steps: [ChainStep], queue: OperationQueue, policy: ChainFailurePolicy, progress: Progress?) {
+        self.queue = queue
+        self.policy = policy
+        self.progress = progress
+        self.state = Mutex(State(steps: steps))
+    }
+
+    func start() {
+        let steps = state.withLock { $0.steps }
+        for (index, step) in steps.enumerated() {
+            step?.operation.whenFinished { self.finished(index) }
+        }
+        progress?.cancellationHandler = { [weak self] in self?.cancel() }
+        if let first = steps.first, let first { queue.addOperation(first.operation) }
+    }
+
+    func cancel() {
+        let pending = state.withLock { state -> [Operation] in
+            state.cancelled = true
+            return state.steps.compactMap { $0?.operation }
+        }
+        for operation in pending { operation.cancel() }
+    }
+
+    private func finished(_ index: Int) {
+        progress?.completedUnitCount += 1
+        let (next, cancelNow, reason) = state.withLock { state -> (ChainStep?, [Operation], (any Error)?) in
+            let step = state.steps[index]
+            state.steps[index] = nil
+            var cancelNow: [Operation] = []
+            if policy == .cancelRemaining, state.stoppedBy == nil, let failure = (step?.operation as? any FailureReporting)?.failure {
+                state.stoppedBy = failure
+                cancelNow = state.steps[(index + 1)...].compactMap { $0?.operation }
+            }
+            let next = index + 1 < state.steps.count ? state.steps[index + 1] : nil
+            return (next, cancelNow, state.stoppedBy)
+        }
+        if let reason {
+            for operation in cancelNow {
+                if let reporting = operation as? any FailureReporting {
+                    reporting.cancel(dueTo: reason)
+                } else {
+                    operation.cancel()
+                }
+            }
+        }
+        guard let next else {
+            progress?.cancellationHandler = nil
+            return
+        }
+        next.transfer?()
+        queue.addOperation(next.operation)
+    }
+}
+
+/// Internal view of a ``ResultOperation`` for the runner.
+protocol FailureReporting: Operation {
+    var failure: (any Error)? { get }
+    func cancel(dueTo reason: any Error)
+}
+
+extension ResultOperation: FailureReporting {}

@@ -1,0 +1,248 @@
+public import Foundation
+import Synchronization
+
+/// An operation that produces a `Result`.
+public protocol ProducesResult<Output>: Operation {
+    associatedtype Output: Sendable
+    /// The result; nil until the operation finished.
+    var output: Result<Output, any Error>? { get }
+}
+
+/// An operation that consumes its predecessor's `Result`.
+public protocol ConsumesResult<Input>: Operation {
+    associatedtype Input: Sendable
+    /// The result handed in; set by ``ProducesResult/passesResult(to:)`` before the
+    /// operation starts, or read from a producing dependency when it starts.
+    var input: Result<Input, any Error>? { get set }
+}
+
+/// Told once when an operation completes or fails (seed 001's delegate).
+///
+/// The operation keeps its delegate weakly. Calls come on the finishing thread.
+public protocol OperationDelegate: AnyObject, Sendable {
+    /// The operation finished with a value.
+    func operationDidComplete(_ operation: Operation, withResult result: any Sendable)
+    /// The operation finished with an error (including cancellation).
+    func operationDidFail(_ operation: Operation, withError error: any Error)
+}
+
+/// Why an operation has no value.
+public struct OperationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// The operation was cancelled before it produced a result.
+        case cancelled
+        /// The operation finished without setting a result.
+        case noResult
+        /// The operation needs an input and none was passed to it.
+        case missingInput
+    }
+
+    public let code: Code
+    /// The operation's type, for the message.
+    public let operation: String
+
+    public init(_ code: Code, operation: String) {
+        self.code = code
+        self.operation = operation
+    }
+
+    public var description: String {
+        switch code {
+        case .cancelled: "\(operation) was cancelled"
+        case .noResult: "\(operation) finished without a result (call finish(withResult:) or finish(withError:))"
+        case .missingInput: "\(operation) has no input: pass it one with passesResult(to:), or add a dependency that produces \(operation)'s input type"
+        }
+    }
+
+    /// Whether `error` is a cancellation, of an operation or of a task.
+    public static func isCancellation(_ error: any Error) -> Bool {
+        (error as? OperationError)?.code == .cancelled || error is CancellationError
+    }
+}
+
+/// A ``ConcurrentOperation`` that produces a `Result<Output, any Error>`: finish it with
+/// ``finish(withResult:)``, ``finish(withError:)`` or ``finish(with:)``.
+///
+/// Result blocks and the delegate are called exactly once, after the operation finished,
+/// on the finishing thread. An operation cancelled before it produced a result fails
+/// with ``OperationError/Code/cancelled`` (or with the upstream error that cancelled it).
+open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResult, @unchecked Sendable {
+    // @unchecked Sendable: mutable state lives in `box`, a Mutex.
+    private let box = Mutex(Box())
+
+    private struct Box {
+        var output: Result<Output, any Error>?
+        var cancellationReason: (any Error)?
+        weak var delegate: (any OperationDelegate)?
+        var resultBlocks: [@Sendable (Result<Output, any Error>) -> Void] = []
+        var delivered = false
+    }
+
+    public override init() {
+        super.init()
+    }
+
+    /// The result; nil until the operation finished.
+    public var output: Result<Output, any Error>? { box.withLock { $0.output } }
+
+    /// Told once when the operation completes or fails; held weakly.
+    public var delegate: (any OperationDelegate)? {
+        get { box.withLock { $0.delegate } }
+        set { box.withLock { $0.delegate = newValue } }
+    }
+
+    /// Finishes with `value`. Only the first finish counts.
+    public final func finish(withResult value: Output) {
+        finish(with: .success(value))
+    }
+
+    /// Finishes with `error`. Only the first finish counts.
+    public final func finish(withError error: any Error) {
+        finish(with: .failure(error))
+    }
+
+    /// Finishes with `result`. Only the first finish counts.
+    public final func finish(with result: Result<Output, any Error>) {
+        finishOnce { box.withLock { $0.output = result } }
+    }
+
+    /// Runs `block` exactly once with the result: after the operation finished, or at
+    /// once if it already has.
+    public final func addResultBlock(_ block: @escaping @Sendable (Result<Output, any Error>) -> Void) {
+        let now = box.withLock { box -> Result<Output, any Error>? in
+            guard box.delivered else {
+                box.resultBlocks.append(block)
+                return nil
+            }
+            return box.output
+        }
+        if let now { block(now) }
+    }
+
+    /// The operation's name in messages: its `name`, or its type.
+    var label: String { name ?? String(describing: type(of: self)) }
+
+    /// Cancels the operation and, if it has no result yet, makes `reason` its failure.
+    func cancel(dueTo reason: any Error) {
+        box.withLock { if $0.cancellationReason == nil { $0.cancellationReason = reason } }
+        cancel()
+    }
+
+    /// The error this operation finished with, if it failed.
+    var failure: (any Error)? {
+        if case .failure(let error)? = output { return error }
+        return nil
+    }
+
+    override func prepareToFinish() {
+        let cancelled = isCancelled
+        let upstream = upstreamFailure
+        box.withLock { box in
+            guard box.output == nil else { return }
+            if cancelled {
+                box.output = .failure(box.cancellationReason ?? upstream ?? OperationError(.cancelled, operation: label))
+            } else {
+                box.output = .failure(OperationError(.noResult, operation: label))
+            }
+        }
+    }
+
+    /// A failure handed in from upstream; consumers override.
+    var upstreamFailure: (any Error)? { nil }
+
+    override func finishOnce(_ prepare: () -> Void) {
+        var finishedNow = false
+        super.finishOnce {
+            prepare()
+            finishedNow = true
+        }
+        guard finishedNow else { return }
+        let (output, blocks, delegate) = box.withLock { box in
+            box.delivered = true
+            defer { box.resultBlocks = [] }
+            return (box.output ?? .failure(OperationError(.noResult, operation: "")), box.resultBlocks, box.delegate)
+        }
+        for block in blocks { block(output) }
+        guard let delegate else { return }
+        switch output {
+        case .success(let value): delegate.operationDidComplete(self, withResult: value)
+        case .failure(let error): delegate.operationDidFail(self, withError: error)
+        }
+    }
+}
+
+/// A ``ResultOperation`` that consumes an input: override ``execute(input:)``, which
+/// runs with the input's value.
+///
+/// When the input is a failure, the operation does not call `execute(input:)`: it
+/// finishes at once with that failure, so an error passes forward to the end of a chain
+/// (seed 003's rule) and reaches whoever reads the last result. Override ``execute()``
+/// instead to see failed inputs.
+///
+/// The input comes from ``ProducesResult/passesResult(to:)``, or, for operations wired
+/// by hand with `addDependency`, from the last dependency that produces `Input`.
+open class ConsumingOperation<Input: Sendable, Output: Sendable>: ResultOperation<Output>, ConsumesResult, @unchecked Sendable {
+    // @unchecked Sendable: the input lives in a Mutex.
+    private let inputBox = Mutex<Result<Input, any Error>?>(nil)
+
+    public override init() {
+        super.init()
+    }
+
+    /// The input; set before the operation starts.
+    public var input: Result<Input, any Error>? {
+        get { inputBox.withLock { $0 } }
+        set { inputBox.withLock { $0 = newValue } }
+    }
+
+    /// Unwraps the input and calls ``execute(input:)``, or finishes with the input's
+    /// failure (or ``OperationError/Code/missingInput``).
+    open override func execute() {
+        switch resolvedInput() {
+        case .success(let value): execute(input: value)
+        case .failure(let error): finish(withError: error)
+        }
+    }
+
+    /// The work, given the input's value. Finish with a result when done.
+    open func execute(input: Input) {
+        finish(withError: OperationError(.noResult, operation: label))
+    }
+
+    /// The input, or the result of the last dependency that produces `Input`.
+    public final func resolvedInput() -> Result<Input, any Error> {
+        if let input { return input }
+        for dependency in dependencies.reversed() {
+            if let producer = dependency as? any ProducesResult<Input>, let output = producer.output {
+                input = output
+                return output
+            }
+        }
+        return .failure(OperationError(.missingInput, operation: label))
+    }
+
+    override var upstreamFailure: (any Error)? {
+        if case .failure(let error)? = input { return error }
+        return nil
+    }
+}
+
+/// Turns its input into its output with a closure (seed 000's adapter operations).
+///
+/// ```swift
+/// let decode = TransformOperation { (data: Data) in try JSONDecoder().decode(Page.self, from: data) }
+/// ```
+public final class TransformOperation<Input: Sendable, Output: Sendable>: ConsumingOperation<Input, Output>, @unchecked Sendable {
+    // @unchecked Sendable: `transform` is immutable and Sendable.
+    private let transform: @Sendable (Input) throws -> Output
+
+    /// An operation that runs `transform` on its input.
+    public init(_ transform: @escaping @Sendable (Input) throws -> Output) {
+        self.transform = transform
+        super.init()
+    }
+
+    public override func execute(input: Input) {
+        finish(with: Result { try transform(input) })
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Synchronization
+
+/// When a ``RetryingOperation`` tries again, and how long it waits first.
+public struct OperationRetryStrategy: Sendable {
+    /// How many attempts at most, the first one included (at least 1).
+    public let maxAttempts: Int
+    /// The wait before attempt `n + 1`, given the number `n` of attempts made so far.
+    public let delay: @Sendable (_ attemptsMade: Int) -> Duration
+    /// Whether an error is worth another attempt.
+    public let shouldRetry: @Sendable (any Error) -> Bool
+
+    /// A strategy with every part spelled out.
+    public init(
+        maxAttempts: Int,
+        delay: @escaping @Sendable (_ attemptsMade: Int) -> Duration = { _ in .zero },
+        shouldRetry: @escaping @Sendable (any Error) -> Bool = { !OperationError.isCancellation($0) }
+    ) {
+        self.maxAttempts = max(1, maxAttempts)
+        self.delay = delay
+        self.shouldRetry = shouldRetry
+    }
+
+    /// One attempt, no retry.
+    public static let none = OperationRetryStrategy(maxAttempts: 1)
+
+    /// Up to `times` attempts in all (seed 003's `repeat(times:)`), one straight after
+    /// the other, while `shouldRetry` says the error is worth it.
+    public static func `repeat`(
+        times: Int,
+        if shouldRetry: @escaping @Sendable (any Error) -> Bool = { !OperationError.isCancellation($0) }
+    ) -> OperationRetryStrategy {
+        OperationRetryStrategy(maxAttempts: times, shouldRetry: shouldRetry)
+    }
+
+    /// Up to `maxAttempts` attempts in all, waiting `delay` between them.
+    public static func backoff(
+        maxAttempts: Int,
+        delay: Backoff,
+        if shouldRetry: @escaping @Sendable (any Error) -> Bool = { !OperationError.isCancellation($0) }
+    ) -> OperationRetryStrategy {
+        OperationRetryStrategy(maxAttempts: maxAttempts, delay: delay.wait(after:), shouldRetry: shouldRetry)
+    }
+
+    /// A wait between attempts.
+    public enum Backoff: Sendable {
+        /// The same wait every time.
+        case constant(Duration)
+        /// `initial`, doubling after each attempt up to `maximum`; with `jitter`, a
+        /// random wait between zero and that ("full jitter"), so that many clients
+        /// failing together do not retry together.
+        case exponential(initial: Duration, maximum: Duration, jitter: Bool = true)
+
+        /// The wait after `attemptsMade` attempts.
+        public func wait(after attemptsMade: Int) -> Duration {
+            switch self {
+            case .constant(let wait):
+                return wait
+            case .exponential(let initial, let maximum, let jitter):
+                let factor = Double(1 << min(max(attemptsMade - 1, 0), 30))
+                let capped = min(initial * factor, maximum)
+                guard jitter else { return capped }
+                let seconds = Double(capped.components.seconds) + Double(capped.components.attoseconds) / 1e18
+                return .seconds(Double.random(in: 0...max(seconds, 0)))
+            }
+        }
+    }
+}
+
+/// Runs a fresh operation for each attempt until one succeeds or the strategy says
+/// stop; produces the last attempt's result.
+///
+/// ```swift
+/// let sizes = RetryingOperation(strategy: .backoff(maxAttempts: 3, delay: .exponential(initial: .milliseconds(20), maximum: .seconds(1)))) { _ in
+///     EndpointOperation(client: client, endpoint: GetSizesEndpoint(photoID: id))
+/// }
+/// ```
+///
+/// Cancelling it cancels the attempt in flight (or the wait) and starts no other.
+public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
+    // @unchecked Sendable: `strategy` and `makeAttempt` are immutable; the rest is in a Mutex.
+    private let strategy: OperationRetryStrategy
+    private let makeAttempt: @Sendable (_ attempt: Int) -> ResultOperation<Output>
+    private let progressState = Mutex(Attempts())
+
+    private struct Attempts {
+        var made = 0
+        var current: ResultOperation<Output>?
+    }
+
+    /// A retrying operation; `makeAttempt` is given the attempt's number, from 1, and
+    /// must return a new operation each time.
+    public init(strategy: OperationRetryStrategy, makeAttempt: @escaping @Sendable (_ attempt: Int) -> ResultOperation<Output>) {
+        self.strategy = strategy
+        self.makeAttempt = makeAttempt
+        super.init()
+    }
+
+    /// How many attempts have started.
+    public var attempts: Int { progressState.withLock { $0.made } }
+
+    public override func execute() {
+        attempt()
+    }
+
+    public override func cancelled() {
+        progressState.withLock { $0.current }?.cancel()
+    }
+
+    private func attempt() {
+        guard !isCancelled else { return finish() }
+        let operation = makeAttempt(progressState.withLock { $0.made } + 1)
+        progressState.withLock {
+            $0.made += 1
+            $0.current = operation
+        }
+        operation.addResultBlock { [self] result in attemptFinished(result) }
+        // Cancelled between the check above and now: the attempt sees it.
+        if isCancelled { operation.cancel() }
+        operation.start()
+    }
+
+    private func attemptFinished(_ result: Result<Output, any Error>) {
+        let made = progressState.withLock { state -> Int in
+            state.current = nil
+            return state.made
+        }
+        guard case .failure(let error) = result, !isCancelled, made < strategy.maxAttempts, strategy.shouldRetry(error) else {
+            return isCancelled ? finish() : finish(with: result)
+        }
+        let wait = strategy.delay(made)
+        let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
+        // Always a hop: an attempt that fails at once must not recurse.
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(seconds, 0)) { [self] in attempt() }
+    }
+}

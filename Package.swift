@@ -95,6 +95,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "CatenaOperationsTests",
+            dependencies: ["CatenaOperations", "Catena"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "CatenaIntegrationTests",
             dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI"],
             swiftSettings: strict

@@ -42,30 +42,32 @@ public enum ChainFailurePolicy: Sendable {
 public struct OperationChain<Last: Operation>: Sendable {
     typealias Step = ChainStep
 
-    let steps: [Step]
+    private let list: StepList
     /// The failure policy.
     public let failurePolicy: ChainFailurePolicy
     /// The chain's last operation: its result is the chain's result.
     public let last: Last
     private let launch = Launch()
 
-    init(steps: [Step], last: Last, failurePolicy: ChainFailurePolicy) {
-        self.steps = steps
+    init(list: StepList, last: Last, failurePolicy: ChainFailurePolicy) {
+        self.list = list
         self.last = last
         self.failurePolicy = failurePolicy
     }
+
+    var steps: [Step] { list.steps }
 
     /// The operations, in order.
     public var operations: [Operation] { steps.map(\.operation) }
 
     /// Runs `next` after this chain's last operation.
     public func then<Next: Operation>(do next: Next) -> OperationChain<Next> {
-        OperationChain<Next>(steps: steps + [Step(operation: next, transfer: nil)], last: next, failurePolicy: failurePolicy)
+        OperationChain<Next>(list: list.appending(Step(operation: next, transfer: nil)), last: next, failurePolicy: failurePolicy)
     }
 
     /// The same chain with another failure policy.
     public func onFailure(_ policy: ChainFailurePolicy) -> OperationChain<Last> {
-        OperationChain(steps: steps, last: last, failurePolicy: policy)
+        OperationChain(list: list, last: last, failurePolicy: policy)
     }
 
     /// Starts the chain on `queue`. Calling it again does nothing.
@@ -99,7 +101,7 @@ extension OperationChain where Last: ProducesResult {
     public func passesResult<Next: ConsumesResult>(to next: Next) -> OperationChain<Next> where Next.Input == Last.Output {
         let producer = last
         let step = Step(operation: next, transfer: { if let output = producer.output { next.input = output } })
-        return OperationChain<Next>(steps: steps + [step], last: next, failurePolicy: failurePolicy)
+        return OperationChain<Next>(list: list.appending(step), last: next, failurePolicy: failurePolicy)
     }
 }
 
@@ -116,14 +118,14 @@ extension Operation {
 
     /// A chain of this one operation.
     public func asChain() -> OperationChain<Operation> {
-        OperationChain(steps: [.init(operation: self, transfer: nil)], last: self, failurePolicy: .passForward)
+        OperationChain(list: StepList(first: .init(operation: self, transfer: nil)), last: self, failurePolicy: .passForward)
     }
 }
 
 extension ProducesResult {
     /// A chain: this operation, then `next`, which receives this operation's result.
     public func passesResult<Next: ConsumesResult>(to next: Next) -> OperationChain<Next> where Next.Input == Output {
-        OperationChain<Self>(steps: [.init(operation: self, transfer: nil)], last: self, failurePolicy: .passForward)
+        OperationChain<Self>(list: StepList(first: .init(operation: self, transfer: nil)), last: self, failurePolicy: .passForward)
             .passesResult(to: next)
     }
 }
@@ -133,6 +135,41 @@ struct ChainStep: Sendable {
     let operation: Operation
     /// Moves the predecessor's result into `operation`, for `passesResult(to:)`.
     let transfer: (@Sendable () -> Void)?
+}
+
+/// The steps of a chain, shared by the chains built from one another: appending to
+/// the newest chain extends the storage in place (amortized O(1), so building a chain
+/// of n operations is O(n)); appending to an older one copies its prefix.
+final class StepList: Sendable {
+    private let storage: Storage
+    private let count: Int
+
+    private final class Storage: Sendable {
+        let steps: Mutex<[ChainStep]>
+        init(_ steps: [ChainStep]) { self.steps = Mutex(steps) }
+    }
+
+    init(first: ChainStep) {
+        storage = Storage([first])
+        count = 1
+    }
+
+    private init(storage: Storage, count: Int) {
+        self.storage = storage
+        self.count = count
+    }
+
+    var steps: [ChainStep] { storage.steps.withLock { Array($0.prefix(count)) } }
+
+    func appending(_ step: ChainStep) -> StepList {
+        let extended = storage.steps.withLock { steps -> Bool in
+            guard steps.count == count else { return false }
+            steps.append(step)
+            return true
+        }
+        if extended { return StepList(storage: storage, count: count + 1) }
+        return StepList(storage: Storage(steps + [step]), count: count + 1)
+    }
 }
 
 /// Remembers whether a chain (and its copies) has been started.

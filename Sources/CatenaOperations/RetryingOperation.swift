@@ -104,7 +104,12 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
     }
 
     public override func cancelled() {
-        progressState.withLock { $0.current }?.cancel()
+        if let current = progressState.withLock({ $0.current }) {
+            current.cancel()
+        } else if isExecuting {
+            // Waiting before the next attempt: nothing to cancel but the wait.
+            finish()
+        }
     }
 
     private func attempt() {

@@ -101,7 +101,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CatenaIntegrationTests",
-            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI"],
+            dependencies: ["Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI"],
             swiftSettings: strict
         ),
     ]

@@ -70,7 +70,7 @@ let package = Package(
         .executableTarget(
             name: "catena",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

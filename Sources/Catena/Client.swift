@@ -122,6 +122,13 @@ public struct FanOutProgress: Sendable, Equatable {
     public let failed: Int
     public let total: Int
 
+    /// Progress of `completed` of `total` calls, `failed` of them failed.
+    public init(completed: Int, failed: Int, total: Int) {
+        self.completed = completed
+        self.failed = failed
+        self.total = total
+    }
+
     /// completed / total, 1 when there is nothing to do.
     public var fraction: Double { total == 0 ? 1 : Double(completed) / Double(total) }
 }

@@ -1,3 +1,4 @@
+import Catena
 import Foundation
 import Synchronization
 
@@ -19,6 +20,13 @@ public struct OperationRetryStrategy: Sendable {
         self.maxAttempts = max(1, maxAttempts)
         self.delay = delay
         self.shouldRetry = shouldRetry
+    }
+
+    /// True for the HTTP failures worth another attempt: statuses 408, 429, 500, 502,
+    /// 503, 504 and refused, lost or timed-out connections (``Catena/RetryStrategy/standard``'s
+    /// rule). Pass it as a strategy's `if:`.
+    public static let transientHTTPFailure: @Sendable (any Error) -> Bool = { error in
+        (error as? CatenaError).map(RetryStrategy.standard.retries) ?? false
     }
 
     /// One attempt, no retry.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Catena
+import CatenaOperations
 import CatenaDemoServer
 import FlickrAPI
 import Foundation
@@ -30,6 +31,9 @@ struct PhotosDemo: AsyncParsableCommand {
     @Option(help: "Retries per call after the first attempt.")
     var retries = 2
 
+    @Option(help: "async: Client.sendAll; operations: a GroupOperation of retrying endpoint operations.")
+    var engine = Engine.async
+
     @Option(help: "The seed for the embedded server's failures.")
     var seed: UInt64 = 42
 
@@ -52,17 +56,11 @@ struct PhotosDemo: AsyncParsableCommand {
         print("Seed 001's fan-out: getRecent, then \(count) × getSizes, \(concurrency) at a time, \(retries) retries each")
         print("server     \(server.url)\(server.embedded ? " (embedded: \(latencyMs) ms latency, \(Int(failRate * 100)) % failures, seed \(seed))" : "")")
         print()
-        let strategy = RetryStrategy(maxAttempts: retries + 1, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
-        let client = Client(Retry(strategy) --> chain)
         let start = ContinuousClock.now
-
-        let recent = try await client.send(GetRecentEndpoint(perPage: count))
-        let photos = recent.photos.photo
-        let bar = ProgressBar(total: photos.count)
-        let results = try await client.sendAll(photos.map { GetSizesEndpoint(photoID: $0.id) }, maxConcurrent: concurrency) { progress in
-            bar.update(progress)
+        let (photos, results) = switch engine {
+        case .async: try await fanOutAsync(chain)
+        case .operations: try await fanOutOperations(chain)
         }
-        bar.finish()
         let elapsed = ContinuousClock.now - start
 
         var urls: [String] = []
@@ -70,7 +68,8 @@ struct PhotosDemo: AsyncParsableCommand {
         for (photo, result) in zip(photos, results) {
             switch result {
             case .success(let sizes): urls.append(sizes.largest?.source ?? photo.imageURL())
-            case .failure(let error): failures.append("\(photo.id): \(error.code)\(error.response.map { " \($0.status.code)" } ?? "")")
+            case .failure(let error as CatenaError): failures.append("\(photo.id): \(error.code)\(error.response.map { " \($0.status.code)" } ?? "")")
+            case .failure(let error): failures.append("\(photo.id): \(error)")
             }
         }
         let calls = photos.count + 1
@@ -87,6 +86,51 @@ struct PhotosDemo: AsyncParsableCommand {
         print("retries spent    \(attempts.count - calls)")
         print("elapsed          \(Terminal.milliseconds(elapsed))")
         print("ideal            \(Terminal.milliseconds(ideal)) (ceil(\(photos.count)/\(concurrency)) × \(latencyMs) ms + \(latencyMs) ms, no failures)")
+    }
+}
+
+extension PhotosDemo {
+    /// getRecent, then `Client.sendAll` with the Retry middleware.
+    func fanOutAsync(_ chain: any HTTPLoader) async throws -> ([Photo], [Result<PhotoSizes, any Error>]) {
+        let strategy = RetryStrategy(maxAttempts: retries + 1, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
+        let client = Client(Retry(strategy) --> chain)
+        let photos = try await client.send(GetRecentEndpoint(perPage: count)).photos.photo
+        let bar = ProgressBar(total: photos.count)
+        let results = try await client.sendAll(photos.map { GetSizesEndpoint(photoID: $0.id) }, maxConcurrent: concurrency) { progress in
+            bar.update(progress)
+        }
+        bar.finish()
+        return (photos, results.map { $0.mapError { $0 } })
+    }
+
+    /// Seed 001's way: a getRecent operation, then a group that runs one retrying
+    /// getSizes operation per photo on its own queue, `concurrency` at a time.
+    func fanOutOperations(_ chain: any HTTPLoader) async throws -> ([Photo], [Result<PhotoSizes, any Error>]) {
+        let client = Client(chain)
+        let strategy = OperationRetryStrategy.backoff(
+            maxAttempts: retries + 1,
+            delay: .exponential(initial: .milliseconds(20), maximum: .milliseconds(200)),
+            if: OperationRetryStrategy.transientHTTPFailure
+        )
+        let recent = RetryingOperation(strategy: strategy) { _ in EndpointOperation(client: client, endpoint: GetRecentEndpoint(perPage: count)) }
+        let photos = try await recent.value().photos.photo
+        let bar = ProgressBar(total: photos.count)
+        let done = Mutex((completed: 0, failed: 0))
+        let sizes: [ResultOperation<PhotoSizes>] = photos.map { photo in
+            let operation = RetryingOperation(strategy: strategy) { _ in EndpointOperation(client: client, endpoint: GetSizesEndpoint(photoID: photo.id)) }
+            operation.addResultBlock { result in
+                let progress = done.withLock { done in
+                    done.completed += 1
+                    if case .failure = result { done.failed += 1 }
+                    return FanOutProgress(completed: done.completed, failed: done.failed, total: photos.count)
+                }
+                bar.update(progress)
+            }
+            return operation
+        }
+        let results = try await GroupOperation.collecting(sizes, maxConcurrent: concurrency).value()
+        bar.finish()
+        return (photos, results)
     }
 }
 

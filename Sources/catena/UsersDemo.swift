@@ -1,5 +1,6 @@
 import ArgumentParser
 import Catena
+import CatenaOperations
 import Foundation
 import ReqresAPI
 
@@ -18,6 +19,9 @@ struct UsersDemo: AsyncParsableCommand {
 
     @Option(help: "The page of the user list to fetch.")
     var page = 1
+
+    @Option(help: "async: async/await; operations: CatenaOperations on an OperationQueue (seed 000's way).")
+    var engine = Engine.async
 
     @Flag(help: "Also create a user (POST /api/users).")
     var create = false
@@ -39,26 +43,11 @@ struct UsersDemo: AsyncParsableCommand {
         print()
         let total = ContinuousClock.now
         var steps = StepTable()
-        let context = EndpointContext()
-
-        // Each endpoint in the seed's two steps: the call, then decoding its content.
-        func call<E: Endpoint>(_ endpoint: E) async throws -> E.Content {
-            let request = try endpoint.buildRequest()
-            let (response, time) = try await timed { try await chain.load(request) }
-            steps.add("\(request.method.rawValue) \(response.request.pathAndQuery)", status: response.status.code, note: "\(response.body.count) bytes", time: time)
-            let (content, decodeTime) = try await timed { () throws -> E.Content in
-                try endpoint.validate(response)
-                return try endpoint.content(from: response, context: context)
-            }
-            steps.add("decode \(E.Content.self)", time: decodeTime)
-            return content
+        let (list, user) = switch engine {
+        case .async: try await asyncChain(chain, steps: &steps)
+        case .operations: try await operationsChain(chain, steps: &steps)
         }
-
-        let list = try await call(ListUsersEndpoint(page: page))
-        guard let id = userID ?? list.data.first?.id else {
-            throw CommandFailure("page \(page) of the user list has no users to pick from")
-        }
-        let user = try await call(UserEndpoint(id: id))
+        let id = user.id
 
         let client = Client(chain)
         var writes: [String] = []
@@ -83,6 +72,87 @@ struct UsersDemo: AsyncParsableCommand {
         for line in writes { print(line) }
         print("total      \(Terminal.milliseconds(ContinuousClock.now - total))")
     }
+
+    /// The chain with async/await: each call, then decoding its content.
+    func asyncChain(_ chain: any HTTPLoader, steps: inout StepTable) async throws -> (UserPage, User) {
+        let context = EndpointContext()
+        func call<E: Endpoint>(_ endpoint: E) async throws -> E.Content {
+            let request = try endpoint.buildRequest()
+            let (response, time) = try await timed { try await chain.load(request) }
+            steps.add(Fetched(endpoint: endpoint, response: response), time: time)
+            let (content, decodeTime) = try await timed { () throws -> E.Content in
+                try endpoint.validate(response)
+                return try endpoint.content(from: response, context: context)
+            }
+            steps.add("decode \(E.Content.self)", time: decodeTime)
+            return content
+        }
+        let list = try await call(ListUsersEndpoint(page: page))
+        let user = try await call(UserEndpoint(id: try pick(from: list)))
+        return (list, user)
+    }
+
+    /// The same chain as seed 000 builds it: four operations on an OperationQueue (fetch,
+    /// decode, fetch, decode), each passing its result to the next.
+    func operationsChain(_ chain: any HTTPLoader, steps: inout StepTable) async throws -> (UserPage, User) {
+        let fetchList = FetchOperation(chain) { (_: Void) in ListUsersEndpoint(page: page) }
+        fetchList.input = .success(())
+        let decodeList = DecodeOperation<ListUsersEndpoint>()
+        let fetchUser = FetchOperation(chain) { (list: UserPage) in UserEndpoint(id: try pick(from: list)) }
+        let decodeUser = DecodeOperation<UserEndpoint>()
+        let operations = fetchList.passesResult(to: decodeList).passesResult(to: fetchUser).passesResult(to: decodeUser)
+        let user = try await operations.value()
+        // Each call, then its decoding, with the operations' own times. Every operation
+        // succeeded when the last one did.
+        steps.add(try fetchList.output!.get(), time: fetchList.executionTime ?? .zero)
+        steps.add("decode \(UserPage.self)", time: decodeList.executionTime ?? .zero)
+        steps.add(try fetchUser.output!.get(), time: fetchUser.executionTime ?? .zero)
+        steps.add("decode \(User.self)", time: decodeUser.executionTime ?? .zero)
+        return (try decodeList.output!.get(), user)
+    }
+
+    /// The user to fetch: `--user-id`, or the first on the list.
+    func pick(from list: UserPage) throws -> Int {
+        guard let id = userID ?? list.data.first?.id else {
+            throw CommandFailure("page \(page) of the user list has no users to pick from")
+        }
+        return id
+    }
+}
+
+/// How a demo runs its chain.
+enum Engine: String, ExpressibleByArgument, CaseIterable {
+    case async, operations
+}
+
+/// A response together with the endpoint that asked for it.
+struct Fetched<E: Endpoint>: Sendable {
+    let endpoint: E
+    let response: APIResponse
+}
+
+/// Seed 000's network operation: loads the endpoint its input names, leaves decoding to
+/// the next operation.
+final class FetchOperation<Input: Sendable, E: Endpoint>: TaskOperation<Input, Fetched<E>>, @unchecked Sendable {
+    // @unchecked Sendable: no state of its own.
+    init(_ chain: any HTTPLoader, makeEndpoint: @escaping @Sendable (Input) throws -> E) {
+        super.init { input in
+            let endpoint = try makeEndpoint(input)
+            return Fetched(endpoint: endpoint, response: try await chain.load(try endpoint.buildRequest()))
+        }
+    }
+}
+
+/// Seed 000's decoding adapter, one generic operation for every endpoint: validates the
+/// response and produces the endpoint's content.
+final class DecodeOperation<E: Endpoint>: ConsumingOperation<Fetched<E>, E.Content>, @unchecked Sendable {
+    // @unchecked Sendable: no state of its own.
+    override func execute(input: Fetched<E>) {
+        finish(with: Result {
+            try input.endpoint.validate(input.response)
+            return try input.endpoint.content(from: input.response, context: EndpointContext())
+        })
+    }
 }
 
 /// Runs `work` and measures it.
@@ -101,6 +171,12 @@ extension APIRequest {
 
 struct StepTable {
     private var rows: [(step: String, status: String, note: String, time: String)] = []
+
+    /// A call: "GET /api/users?page=1  200  1234 bytes".
+    mutating func add<E>(_ fetched: Fetched<E>, time: Duration) {
+        let request = fetched.response.request
+        add("\(request.method.rawValue) \(request.pathAndQuery)", status: fetched.response.status.code, note: "\(fetched.response.body.count) bytes", time: time)
+    }
 
     mutating func add(_ step: String, status: Int? = nil, note: String = "", time: Duration) {
         rows.append((step, status.map(String.init) ?? "", note, Terminal.milliseconds(time)))

@@ -60,6 +60,17 @@ public struct RetryStrategy: Sendable, RequestOption {
         self.errorCodes = errorCodes
     }
 
+    /// Whether this strategy's statuses and error codes call for another attempt after
+    /// `error` (methods and attempt counts aside): for retries outside the loader chain,
+    /// such as a retrying operation's. Never after `cancelled` or `resetInProgress`.
+    public func retries(_ error: CatenaError) -> Bool {
+        switch error.code {
+        case .cancelled, .resetInProgress: false
+        case .unacceptableStatus: error.response.map { statuses.contains($0.status.code) } ?? false
+        default: errorCodes.contains(error.code)
+        }
+    }
+
     /// Three attempts of idempotent methods (GET, HEAD, OPTIONS, PUT, DELETE) on 408,
     /// 429, 500, 502, 503, 504 and on refused, lost or timed-out connections;
     /// exponential backoff from 200 ms with full jitter, at most 10 s; `Retry-After`

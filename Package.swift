@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "CatenaBenchmarks",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI", "FlickrAPI",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

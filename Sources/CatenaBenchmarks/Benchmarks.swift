@@ -31,17 +31,21 @@ struct Settings {
     var requests = 2000
     var rounds = 15
     var inFlight = 64
+    /// The sections to run; all by default.
+    var sections: Set<String> = ["http", "operations"]
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
-            let value = iterator.next().flatMap(Int.init)
+            let text = iterator.next()
+            let value = text.flatMap(Int.init)
             switch (argument, value) {
             case ("--requests", let value?): requests = value
             case ("--rounds", let value?): rounds = value
             case ("--in-flight", let value?): inFlight = value
+            case ("--only", _) where text.map(["http", "operations"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--only http|operations]")
                 exit(2)
             }
         }
@@ -214,6 +218,14 @@ enum Benchmarks {
         print("server: demo server in this process at \(base.absoluteString)")
         print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
         print("date: \(Date().formatted(.iso8601))")
+        print()
+        if settings.sections.contains("operations") {
+            try await operationChains(base: base, rounds: max(5, settings.rounds / 3))
+        }
+        guard settings.sections.contains("http") else {
+            await server.stop()
+            return
+        }
         print()
         print("| workload | variant | req/s | p50 ms | p99 ms | CPU µs/req | Catena / raw throughput | raw / Catena CPU |")
         print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -37,6 +37,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         var started: ContinuousClock.Instant?
         var executionTime: Duration?
         var finishHooks: [@Sendable () -> Void] = []
+        var startObserver: (any StartObserver)?
     }
 
     private enum Phase { case pending, executing, finished }
@@ -55,17 +56,19 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
     /// Starts the operation; the queue calls this. Do not override: override ``execute()``.
     public final override func start() {
-        if isCancelled {
-            finish()
-            return
-        }
-        let began = state.withLock { state -> Bool in
-            guard state.phase == .pending, !state.finishClaimed else { return false }
+        let cancelled = isCancelled
+        let (observer, began) = state.withLock { state -> ((any StartObserver)?, Bool) in
+            guard !cancelled, state.phase == .pending, !state.finishClaimed else { return (state.startObserver, false) }
             state.phase = .executing
             state.started = ContinuousClock.now
-            return true
+            return (state.startObserver, true)
         }
-        guard began else { return }
+        observer?.willStart()
+        defer { observer?.didReturnFromStart() }
+        guard began else {
+            if cancelled { finish() }
+            return
+        }
         willChangeValue(forKey: "isExecuting")
         didChangeValue(forKey: "isExecuting")
         execute()
@@ -102,20 +105,22 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Claims the finish; if this call wins, runs `prepare` (which sets the result),
     /// flips the state, signals the queue, then runs the finish hooks.
     func finishOnce(_ prepare: () -> Void) {
-        let won = state.withLock { state -> Bool in
-            guard !state.finishClaimed else { return false }
+        let (won, wasExecuting) = state.withLock { state -> (Bool, Bool) in
+            guard !state.finishClaimed else { return (false, false) }
             state.finishClaimed = true
-            return true
+            return (true, state.phase == .executing)
         }
         guard won else { return }
         prepare()
-        let wasExecuting = isExecuting
         willChangeValue(forKey: "isFinished")
         if wasExecuting { willChangeValue(forKey: "isExecuting") }
         let hooks = state.withLock { state -> [@Sendable () -> Void] in
             state.phase = .finished
             if let started = state.started { state.executionTime = ContinuousClock.now - started }
-            defer { state.finishHooks = [] }
+            defer {
+                state.finishHooks = []
+                state.startObserver = nil
+            }
             return state.finishHooks
         }
         // Flag first, then the signal: Linux's queue reads `isFinished` on this call.
@@ -128,6 +133,20 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Subclasses in this module fill in a missing result here.
     func prepareToFinish() {}
 
+    /// Told when `start()` begins and returns; set by a chain before it runs.
+    var startObserver: (any StartObserver)? {
+        get { state.withLock { $0.startObserver } }
+        set { state.withLock { $0.startObserver = newValue } }
+    }
+
+    /// The error this operation failed with, for a chain's failure policy; nil here.
+    var chainFailure: (any Error)? { nil }
+
+    /// Cancels the operation, giving `reason` as its failure if it has a result.
+    func cancel(dueTo reason: any Error) {
+        cancel()
+    }
+
     /// Runs `hook` once after the operation finished (at once if it already has).
     func onFinish(_ hook: @escaping @Sendable () -> Void) {
         let runNow = state.withLock { state -> Bool in
@@ -137,6 +156,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         }
         if runNow { hook() }
     }
+}
+
+/// Hears when an operation's `start()` begins and returns (a chain runner).
+protocol StartObserver: AnyObject, Sendable {
+    func willStart()
+    func didReturnFromStart()
 }
 
 extension Operation {

@@ -77,7 +77,9 @@ extension GroupOperation {
                 }
                 queue.addOperations(operations, waitUntilFinished: false)
             },
-            stop: { for operation in operations { operation.cancel() } }
+            // Last first: cancelling a running child frees a slot, and the queue must
+            // find the children behind it already cancelled.
+            stop: { for operation in operations.reversed() { operation.cancel() } }
         )
     }
 

@@ -87,7 +87,7 @@ public struct OperationChain<Last: Operation>: Sendable {
 
     /// Cancels every operation of the chain that has not finished.
     public func cancel() {
-        if let runner = launch.runner { runner.cancel() } else { for step in steps { step.operation.cancel() } }
+        if let runner = launch.runner { runner.cancel() } else { for step in steps.reversed() { step.operation.cancel() } }
     }
 
     private func start(on queue: OperationQueue, progress: Progress?) {
@@ -192,12 +192,26 @@ private final class Launch: Sendable {
     }
 }
 
-/// Runs a chain: enqueues each operation when the one before it finished.
+/// Runs a chain: starts each operation when the one before it finished.
+///
+/// A step that finishes later (a network call) has its successor added to the queue.
+/// A step that finishes synchronously, inside its own `start()` on a queue thread, has
+/// its successor started right there, after that `start()` returns its work, up to
+/// ``inlineBurst`` steps in a row: a trip through Linux's OperationQueue costs a thread
+/// wake-up (about 6 µs), which would otherwise dominate a chain of small steps. Steps
+/// started this way still run one at a time, on a thread of the queue, while the
+/// queue's slot is held; a serial queue (`maxConcurrentOperationCount == 1`, the main
+/// queue) always goes through the queue, as does a step that is not ready (a
+/// dependency added by hand) or is not a ``ConcurrentOperation``.
 ///
 /// Each operation's finish hook holds the runner, and the runner holds the operations
 /// it has not yet released: a cycle that ends when the last operation finishes.
-final class ChainRunner: Sendable {
+final class ChainRunner: Sendable, StartObserver {
+    /// The most steps started inline before one goes through the queue again.
+    static let inlineBurst = 64
+
     private let queue: OperationQueue
+    private let inline: Bool
     private let policy: ChainFailurePolicy
     private let progress: Progress?
     private let state: Mutex<State>
@@ -206,10 +220,16 @@ final class ChainRunner: Sendable {
         var steps: [ChainStep?]
         var cancelled = false
         var stoppedBy: (any Error)?
+        /// How many of this chain's `start()` calls are on the stack.
+        var depth = 0
+        /// A step to start when the outermost `start()` returns.
+        var pending: ConcurrentOperation?
+        var burst = 0
     }
 
     init(steps: [ChainStep], queue: OperationQueue, policy: ChainFailurePolicy, progress: Progress?) {
         self.queue = queue
+        self.inline = queue.maxConcurrentOperationCount != 1
         self.policy = policy
         self.progress = progress
         self.state = Mutex(State(steps: steps))
@@ -218,7 +238,9 @@ final class ChainRunner: Sendable {
     func start() {
         let steps = state.withLock { $0.steps }
         for (index, step) in steps.enumerated() {
-            step?.operation.whenFinished { self.finished(index) }
+            guard let operation = step?.operation else { continue }
+            if inline, let concurrent = operation as? ConcurrentOperation { concurrent.startObserver = self }
+            operation.whenFinished { self.finished(index) }
         }
         progress?.cancellationHandler = { [weak self] in self?.cancel() }
         if let first = steps.first, let first { queue.addOperation(first.operation) }
@@ -229,7 +251,34 @@ final class ChainRunner: Sendable {
             state.cancelled = true
             return state.steps.compactMap { $0?.operation }
         }
-        for operation in pending { operation.cancel() }
+        // Last first, so that a step cancelled while running finds its successor
+        // already cancelled.
+        for operation in pending.reversed() { operation.cancel() }
+    }
+
+    func willStart() {
+        state.withLock { $0.depth += 1 }
+    }
+
+    func didReturnFromStart() {
+        var next = leaveStart()
+        while let operation = next {
+            operation.start()
+            next = leaveStart()
+        }
+    }
+
+    /// One `start()` returned; if it was the outermost and a successor waits, claims it
+    /// for the caller, which then counts as a `start()` on the stack until it calls this
+    /// again.
+    private func leaveStart() -> ConcurrentOperation? {
+        state.withLock { state in
+            state.depth -= 1
+            guard state.depth == 0, let pending = state.pending else { return nil }
+            state.pending = nil
+            state.depth = 1
+            return pending
+        }
     }
 
     private func finished(_ index: Int) {
@@ -238,7 +287,7 @@ final class ChainRunner: Sendable {
             let step = state.steps[index]
             state.steps[index] = nil
             var cancelNow: [Operation] = []
-            if policy == .cancelRemaining, state.stoppedBy == nil, let failure = (step?.operation as? any FailureReporting)?.failure {
+            if policy == .cancelRemaining, state.stoppedBy == nil, let failure = (step?.operation as? ConcurrentOperation)?.chainFailure {
                 state.stoppedBy = failure
                 cancelNow = state.steps[(index + 1)...].compactMap { $0?.operation }
             }
@@ -247,8 +296,8 @@ final class ChainRunner: Sendable {
         }
         if let reason {
             for operation in cancelNow {
-                if let reporting = operation as? any FailureReporting {
-                    reporting.cancel(dueTo: reason)
+                if let concurrent = operation as? ConcurrentOperation {
+                    concurrent.cancel(dueTo: reason)
                 } else {
                     operation.cancel()
                 }
@@ -259,14 +308,19 @@ final class ChainRunner: Sendable {
             return
         }
         next.transfer?()
+        if inline, let concurrent = next.operation as? ConcurrentOperation, concurrent.isReady {
+            let deferred = state.withLock { state -> Bool in
+                guard state.depth > 0, state.burst < Self.inlineBurst else {
+                    state.burst = 0
+                    return false
+                }
+                state.burst += 1
+                state.pending = concurrent
+                return true
+            }
+            if deferred { return }
+        }
         queue.addOperation(next.operation)
     }
 }
 
-/// Internal view of a ``ResultOperation`` for the runner.
-protocol FailureReporting: Operation {
-    var failure: (any Error)? { get }
-    func cancel(dueTo reason: any Error)
-}
-
-extension ResultOperation: FailureReporting {}

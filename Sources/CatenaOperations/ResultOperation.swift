@@ -67,28 +67,31 @@ public struct OperationError: Error, Sendable, Equatable, CustomStringConvertibl
 /// on the finishing thread. An operation cancelled before it produced a result fails
 /// with ``OperationError/Code/cancelled`` (or with the upstream error that cancelled it).
 open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResult, @unchecked Sendable {
-    // @unchecked Sendable: mutable state lives in `box`, a Mutex.
-    private let box = Mutex(Box())
-
-    private struct Box {
-        var output: Result<Output, any Error>?
-        var cancellationReason: (any Error)?
-        weak var delegate: (any OperationDelegate)?
-        var resultBlocks: [@Sendable (Result<Output, any Error>) -> Void] = []
-        var delivered = false
-    }
+    // @unchecked Sendable: the mutable stored properties below are only touched with
+    // `lock` held. (Not a `Mutex<Box>`: from unspecialized generic code every access
+    // to a Mutex of a generic payload looks up its type metadata, measured at a tenth
+    // of a chain step.)
+    private let lock = Mutex(())
+    private var storedOutput: Result<Output, any Error>?
+    private var cancellationReason: (any Error)?
+    private weak var storedDelegate: (any OperationDelegate)?
+    private var resultBlocks: [@Sendable (Result<Output, any Error>) -> Void] = []
+    private var delivered = false
+    /// The error the operation finished with: kept apart from `storedOutput` so that a
+    /// chain can check for failure without touching the generic value.
+    private var finishedWithError: (any Error)?
 
     public override init() {
         super.init()
     }
 
     /// The result; nil until the operation finished.
-    public var output: Result<Output, any Error>? { box.withLock { $0.output } }
+    public var output: Result<Output, any Error>? { lock.withLock { _ in storedOutput } }
 
     /// Told once when the operation completes or fails; held weakly.
     public var delegate: (any OperationDelegate)? {
-        get { box.withLock { $0.delegate } }
-        set { box.withLock { $0.delegate = newValue } }
+        get { lock.withLock { _ in storedDelegate } }
+        set { lock.withLock { _ in storedDelegate = newValue } }
     }
 
     /// Finishes with `value`. Only the first finish counts.
@@ -103,18 +106,24 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
 
     /// Finishes with `result`. Only the first finish counts.
     public final func finish(with result: Result<Output, any Error>) {
-        finishOnce { box.withLock { $0.output = result } }
+        finishOnce {
+            let error: (any Error)? = if case .failure(let error) = result { error } else { nil }
+            lock.withLock { _ in
+                storedOutput = result
+                finishedWithError = error
+            }
+        }
     }
 
     /// Runs `block` exactly once with the result: after the operation finished, or at
     /// once if it already has.
     public final func addResultBlock(_ block: @escaping @Sendable (Result<Output, any Error>) -> Void) {
-        let now = box.withLock { box -> Result<Output, any Error>? in
-            guard box.delivered else {
-                box.resultBlocks.append(block)
+        let now = lock.withLock { _ -> Result<Output, any Error>? in
+            guard delivered else {
+                resultBlocks.append(block)
                 return nil
             }
-            return box.output
+            return storedOutput
         }
         if let now { block(now) }
     }
@@ -123,27 +132,24 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
     var label: String { name ?? String(describing: type(of: self)) }
 
     /// Cancels the operation and, if it has no result yet, makes `reason` its failure.
-    func cancel(dueTo reason: any Error) {
-        box.withLock { if $0.cancellationReason == nil { $0.cancellationReason = reason } }
+    override func cancel(dueTo reason: any Error) {
+        lock.withLock { _ in if cancellationReason == nil { cancellationReason = reason } }
         cancel()
     }
 
     /// The error this operation finished with, if it failed.
-    var failure: (any Error)? {
-        if case .failure(let error)? = output { return error }
-        return nil
+    override var chainFailure: (any Error)? {
+        lock.withLock { _ in finishedWithError }
     }
 
     override func prepareToFinish() {
-        let cancelled = isCancelled
-        let upstream = upstreamFailure
-        box.withLock { box in
-            guard box.output == nil else { return }
-            if cancelled {
-                box.output = .failure(box.cancellationReason ?? upstream ?? OperationError(.cancelled, operation: label))
-            } else {
-                box.output = .failure(OperationError(.noResult, operation: label))
-            }
+        guard lock.withLock({ _ in storedOutput == nil }) else { return }
+        let missing: any Error = isCancelled ? (lock.withLock { _ in cancellationReason } ?? upstreamFailure ?? OperationError(.cancelled, operation: label))
+            : OperationError(.noResult, operation: label)
+        // Only `finishOnce`'s winner gets here, so nothing sets the output in between.
+        lock.withLock { _ in
+            storedOutput = .failure(missing)
+            finishedWithError = missing
         }
     }
 
@@ -157,11 +163,13 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
             finishedNow = true
         }
         guard finishedNow else { return }
-        let (output, blocks, delegate) = box.withLock { box in
-            box.delivered = true
-            defer { box.resultBlocks = [] }
-            return (box.output ?? .failure(OperationError(.noResult, operation: "")), box.resultBlocks, box.delegate)
+        let (blocks, delegate) = lock.withLock { _ in
+            delivered = true
+            defer { resultBlocks = [] }
+            return (resultBlocks, storedDelegate)
         }
+        // Most operations in a chain have neither: leave the result untouched then.
+        guard !blocks.isEmpty || delegate != nil, let output else { return }
         for block in blocks { block(output) }
         guard let delegate else { return }
         switch output {
@@ -182,8 +190,10 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
 /// The input comes from ``ProducesResult/passesResult(to:)``, or, for operations wired
 /// by hand with `addDependency`, from the last dependency that produces `Input`.
 open class ConsumingOperation<Input: Sendable, Output: Sendable>: ResultOperation<Output>, ConsumesResult, @unchecked Sendable {
-    // @unchecked Sendable: the input lives in a Mutex.
-    private let inputBox = Mutex<Result<Input, any Error>?>(nil)
+    // @unchecked Sendable: `storedInput` is only touched with `inputLock` held (a Mutex
+    // of no payload, for the reason ResultOperation gives).
+    private let inputLock = Mutex(())
+    private var storedInput: Result<Input, any Error>?
 
     public override init() {
         super.init()
@@ -191,8 +201,8 @@ open class ConsumingOperation<Input: Sendable, Output: Sendable>: ResultOperatio
 
     /// The input; set before the operation starts.
     public var input: Result<Input, any Error>? {
-        get { inputBox.withLock { $0 } }
-        set { inputBox.withLock { $0 = newValue } }
+        get { inputLock.withLock { _ in storedInput } }
+        set { inputLock.withLock { _ in storedInput = newValue } }
     }
 
     /// Unwraps the input and calls ``execute(input:)``, or finishes with the input's

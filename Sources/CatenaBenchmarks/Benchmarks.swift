@@ -220,7 +220,7 @@ enum Benchmarks {
         print("date: \(Date().formatted(.iso8601))")
         print()
         if settings.sections.contains("operations") {
-            try await operationChains(base: base, rounds: max(5, settings.rounds / 3))
+            try await operationChains(base: base, rounds: max(9, settings.rounds / 2))
         }
         guard settings.sections.contains("http") else {
             await server.stop()

@@ -56,13 +56,15 @@ private func addAll(_ operations: [Operation], to queue: OperationQueue) {
     queue.addOperations(operations, waitUntilFinished: false)
 }
 
-/// (c) an async/await loop with one dispatch hop per step.
-func asyncLoop(_ count: Int) async -> Int {
+/// (c) an async/await loop with one dispatch hop per step: to the global concurrent
+/// queue, or, with `serial`, to a serial queue of its own.
+func asyncLoop(_ count: Int, serial: DispatchQueue? = nil) async -> Int {
+    let queue = serial ?? DispatchQueue.global()
     var value = 0
     for _ in 1..<count {
         let current = value
         value = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: current + 1) }
+            queue.async { continuation.resume(returning: current + 1) }
         }
     }
     return value
@@ -72,7 +74,8 @@ func asyncLoop(_ count: Int) async -> Int {
 /// chain with each engine against the demo server.
 func operationChains(base: URL, rounds: Int) async throws {
     let count = 10_000
-    var catena: [Double] = [], builds: [Double] = [], loop: [Double] = []
+    let serial = DispatchQueue(label: "bench.serial")
+    var catena: [Double] = [], builds: [Double] = [], loop: [Double] = [], serialLoop: [Double] = []
     _ = try await catenaChain(count)
     _ = await asyncLoop(count)
     for _ in 0..<rounds {
@@ -83,7 +86,10 @@ func operationChains(base: URL, rounds: Int) async throws {
         start = ContinuousClock.now
         let loopSum = await asyncLoop(count)
         loop.append((ContinuousClock.now - start).milliseconds)
-        guard sum == count - 1, loopSum == count - 1 else { throw BenchmarkError.status(sum) }
+        start = ContinuousClock.now
+        let serialSum = await asyncLoop(count, serial: serial)
+        serialLoop.append((ContinuousClock.now - start).milliseconds)
+        guard sum == count - 1, loopSum == count - 1, serialSum == count - 1 else { throw BenchmarkError.status(sum) }
     }
     var plain: [Double] = []
     for size in [1_000, count] {
@@ -92,13 +98,17 @@ func operationChains(base: URL, rounds: Int) async throws {
         guard sum == size - 1 else { throw BenchmarkError.status(sum) }
         plain.append((ContinuousClock.now - start).milliseconds)
     }
-    let a = median(catena), c = median(loop)
-    print("| chain of \(count) operations, each adding 1 to its predecessor's result | ms (median of \(rounds)) | vs. Catena |")
+    let a = median(catena)
+    let versusLoop = zip(catena, loop).map { $0 / $1 }
+    let versusSerial = zip(catena, serialLoop).map { $0 / $1 }
+    func range(_ values: [Double]) -> String { "\(format(values.min()!, 1))–\(format(values.max()!, 1))" }
+    print("| chain of \(count) operations, each adding 1 to its predecessor's result (\(rounds) interleaved rounds) | ms, median | Catena (a) / this, per round |")
     print("|---|---:|---:|")
-    print("| (a) Catena chain (`passesResult`, each step enqueued when its predecessor finished) | \(format(a, 1)) (of which building \(format(median(builds), 1))) | 1 × |")
-    print("| (b) plain OperationQueue, `addDependency`, all added at once (one run) | \(format(plain[1], 0)) | **\(format(plain[1] / a, 0)) × slower** |")
-    print("| (b) the same with 1,000 operations | \(format(plain[0], 1)) | |")
-    print("| (c) async/await loop, one dispatch hop per step | \(format(c, 1)) | **Catena \(format(a / c, 2)) × of this** |")
+    print("| (a) Catena chain (`passesResult`), building included | \(format(a, 1)) (building \(format(median(builds), 1))) | |")
+    print("| (b) plain OperationQueue, `addDependency`, all added at once (one run) | \(format(plain[1], 0)) | **(b) is \(format(plain[1] / a, 0)) × slower** |")
+    print("| (b) the same with 1,000 operations (one run) | \(format(plain[0], 1)) | |")
+    print("| (c) async/await loop, one hop per step to the global dispatch queue | \(format(median(loop), 1)) | **\(format(median(versusLoop), 2)) ×** (\(range(versusLoop))) |")
+    print("| (c') the same, hopping to a serial dispatch queue | \(format(median(serialLoop), 1)) | \(format(median(versusSerial), 2)) × (\(range(versusSerial))) |")
 
     // Seed 000's users chain: list, decode, user, decode.
     let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> AsyncHTTPClientTransport()

@@ -37,7 +37,9 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         var started: ContinuousClock.Instant?
         var executionTime: Duration?
         var finishHooks: [@Sendable () -> Void] = []
-        var startObserver: (any StartObserver)?
+        /// The chain this operation is a step of, told when `start()` begins and
+        /// returns, and when the operation finished.
+        var chain: ChainMembership?
     }
 
     private enum Phase { case pending, executing, finished }
@@ -57,14 +59,14 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Starts the operation; the queue calls this. Do not override: override ``execute()``.
     public final override func start() {
         let cancelled = isCancelled
-        let (observer, began) = state.withLock { state -> ((any StartObserver)?, Bool) in
-            guard !cancelled, state.phase == .pending, !state.finishClaimed else { return (state.startObserver, false) }
+        let (runner, began) = state.withLock { state -> (ChainRunner?, Bool) in
+            guard !cancelled, state.phase == .pending, !state.finishClaimed else { return (state.chain?.runner, false) }
             state.phase = .executing
             state.started = ContinuousClock.now
-            return (state.startObserver, true)
+            return (state.chain?.runner, true)
         }
-        observer?.willStart()
-        defer { observer?.didReturnFromStart() }
+        runner?.willStart()
+        defer { runner?.didReturnFromStart() }
         guard began else {
             if cancelled { finish() }
             return
@@ -114,18 +116,19 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         prepare()
         willChangeValue(forKey: "isFinished")
         if wasExecuting { willChangeValue(forKey: "isExecuting") }
-        let hooks = state.withLock { state -> [@Sendable () -> Void] in
+        let (hooks, chain) = state.withLock { state -> ([@Sendable () -> Void], ChainMembership?) in
             state.phase = .finished
             if let started = state.started { state.executionTime = ContinuousClock.now - started }
             defer {
                 state.finishHooks = []
-                state.startObserver = nil
+                state.chain = nil
             }
-            return state.finishHooks
+            return (state.finishHooks, state.chain)
         }
         // Flag first, then the signal: Linux's queue reads `isFinished` on this call.
         if wasExecuting { didChangeValue(forKey: "isExecuting") }
         didChangeValue(forKey: "isFinished")
+        chain?.runner.finished(chain!.index)
         for hook in hooks { hook() }
     }
 
@@ -133,10 +136,14 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Subclasses in this module fill in a missing result here.
     func prepareToFinish() {}
 
-    /// Told when `start()` begins and returns; set by a chain before it runs.
-    var startObserver: (any StartObserver)? {
-        get { state.withLock { $0.startObserver } }
-        set { state.withLock { $0.startObserver = newValue } }
+    /// Makes the operation step `index` of the chain `runner` runs. Returns false if it
+    /// already finished (the runner then treats it as finished).
+    func join(_ runner: ChainRunner, at index: Int) -> Bool {
+        state.withLock { state in
+            guard state.phase != .finished else { return false }
+            state.chain = ChainMembership(runner: runner, index: index)
+            return true
+        }
     }
 
     /// The error this operation failed with, for a chain's failure policy; nil here.
@@ -158,10 +165,10 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     }
 }
 
-/// Hears when an operation's `start()` begins and returns (a chain runner).
-protocol StartObserver: AnyObject, Sendable {
-    func willStart()
-    func didReturnFromStart()
+/// An operation's place in a running chain.
+struct ChainMembership {
+    let runner: ChainRunner
+    let index: Int
 }
 
 extension Operation {

@@ -206,7 +206,7 @@ private final class Launch: Sendable {
 ///
 /// Each operation's finish hook holds the runner, and the runner holds the operations
 /// it has not yet released: a cycle that ends when the last operation finishes.
-final class ChainRunner: Sendable, StartObserver {
+final class ChainRunner: Sendable {
     /// The most steps started inline before one goes through the queue again.
     static let inlineBurst = 64
 
@@ -239,8 +239,11 @@ final class ChainRunner: Sendable, StartObserver {
         let steps = state.withLock { $0.steps }
         for (index, step) in steps.enumerated() {
             guard let operation = step?.operation else { continue }
-            if inline, let concurrent = operation as? ConcurrentOperation { concurrent.startObserver = self }
-            operation.whenFinished { self.finished(index) }
+            if let concurrent = operation as? ConcurrentOperation {
+                if !concurrent.join(self, at: index) { finished(index) }
+            } else {
+                operation.whenFinished { self.finished(index) }
+            }
         }
         progress?.cancellationHandler = { [weak self] in self?.cancel() }
         if let first = steps.first, let first { queue.addOperation(first.operation) }
@@ -281,7 +284,8 @@ final class ChainRunner: Sendable, StartObserver {
         }
     }
 
-    private func finished(_ index: Int) {
+    /// Step `index` finished: apply the failure policy, then start or enqueue the next.
+    func finished(_ index: Int) {
         progress?.completedUnitCount += 1
         let (next, cancelNow, reason) = state.withLock { state -> (ChainStep?, [Operation], (any Error)?) in
             let step = state.steps[index]

@@ -101,6 +101,36 @@ struct OperationChainTests {
         #expect(most.value <= 2)
     }
 
+    @Test("on a serial queue every step goes through the queue: nothing else of the queue runs alongside")
+    func serialQueue() async throws {
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let gauge = Gauge()
+        var chain = Produce(.success(0)).passesResult(to: Exclusive(gauge))
+        for _ in 0..<300 { chain = chain.passesResult(to: Exclusive(gauge)) }
+        chain.enqueue(on: queue)
+        let others = (0..<100).map { _ in
+            BlockOperation {
+                gauge.enter()
+                usleep(50)
+                gauge.leave()
+            }
+        }
+        for other in others { queue.addOperation(other) }
+        #expect(try await chain.value() == 301)
+        #expect(await eventually { others.allSatisfy(\.isFinished) })
+        #expect(gauge.most == 1)
+    }
+
+    @Test("steps that finish on another thread are handed back to the queue")
+    func asynchronousSteps() async throws {
+        let queue = OperationQueue()
+        let hop = { TaskOperation { (value: Int) in value + 1 } }
+        let chain = Produce(.success(0), later: true).passesResult(to: AddOne())
+            .passesResult(to: hop()).passesResult(to: AddOne()).passesResult(to: hop()).passesResult(to: hop())
+        #expect(try await chain.value(on: queue) == 5)
+    }
+
     @Test("a chain dropped before it is enqueued frees its operations")
     func droppedChainFrees() {
         weak var weakFirst: Produce<Int>?
@@ -115,6 +145,19 @@ struct OperationChainTests {
             #expect(chain.operations.count == 3)
         }
         #expect(weakFirst == nil && weakLast == nil)
+    }
+}
+
+/// Adds one while counting itself in a gauge shared with other work.
+final class Exclusive: ConsumingOperation<Int, Int>, @unchecked Sendable {
+    // @unchecked Sendable: the gauge is thread-safe.
+    let gauge: Gauge
+    init(_ gauge: Gauge) { self.gauge = gauge }
+    override func execute(input: Int) {
+        gauge.enter()
+        usleep(10)
+        gauge.leave()
+        finish(withResult: input + 1)
     }
 }
 

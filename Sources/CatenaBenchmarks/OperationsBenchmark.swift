@@ -24,13 +24,25 @@ final class Slots: @unchecked Sendable {
     init(count: Int) { values = Array(repeating: 0, count: count) }
 }
 
-/// (a) a Catena chain of `count` operations passing results.
-func catenaChain(_ count: Int) async throws -> (Int, build: Duration) {
+/// (a) a Catena chain of `count` operations passing results: `TransformOperation`s,
+/// or with `subclass`, a `ConsumingOperation` subclass (which the chain cannot know to
+/// be synchronous, so every step goes through the queue).
+func catenaChain(_ count: Int, subclass: Bool = false) async throws -> (Int, build: Duration) {
     let start = ContinuousClock.now
-    var chain = Zero().passesResult(to: Increment())
-    for _ in 2..<count { chain = chain.passesResult(to: Increment()) }
+    let value: Int
+    if subclass {
+        var chain = Zero().passesResult(to: Increment())
+        for _ in 2..<count { chain = chain.passesResult(to: Increment()) }
+        let build = ContinuousClock.now - start
+        value = try await chain.value(on: OperationQueue())
+        return (value, build)
+    }
+    let increment = { TransformOperation { (value: Int) in value + 1 } }
+    var chain = Zero().passesResult(to: increment())
+    for _ in 2..<count { chain = chain.passesResult(to: increment()) }
     let build = ContinuousClock.now - start
-    return (try await chain.value(on: OperationQueue()), build)
+    value = try await chain.value(on: OperationQueue())
+    return (value, build)
 }
 
 /// (b) plain OperationQueue: `count` BlockOperations wired with addDependency, all
@@ -75,7 +87,7 @@ func asyncLoop(_ count: Int, serial: DispatchQueue? = nil) async -> Int {
 func operationChains(base: URL, rounds: Int) async throws {
     let count = 10_000
     let serial = DispatchQueue(label: "bench.serial")
-    var catena: [Double] = [], builds: [Double] = [], loop: [Double] = [], serialLoop: [Double] = []
+    var catena: [Double] = [], builds: [Double] = [], loop: [Double] = [], serialLoop: [Double] = [], subclassed: [Double] = []
     _ = try await catenaChain(count)
     _ = await asyncLoop(count)
     for _ in 0..<rounds {
@@ -89,7 +101,10 @@ func operationChains(base: URL, rounds: Int) async throws {
         start = ContinuousClock.now
         let serialSum = await asyncLoop(count, serial: serial)
         serialLoop.append((ContinuousClock.now - start).milliseconds)
-        guard sum == count - 1, loopSum == count - 1, serialSum == count - 1 else { throw BenchmarkError.status(sum) }
+        start = ContinuousClock.now
+        let (subclassSum, _) = try await catenaChain(count, subclass: true)
+        subclassed.append((ContinuousClock.now - start).milliseconds)
+        guard sum == count - 1, loopSum == count - 1, serialSum == count - 1, subclassSum == count - 1 else { throw BenchmarkError.status(sum) }
     }
     var plain: [Double] = []
     for size in [1_000, count] {
@@ -104,7 +119,8 @@ func operationChains(base: URL, rounds: Int) async throws {
     func range(_ values: [Double]) -> String { "\(format(values.min()!, 1))–\(format(values.max()!, 1))" }
     print("| chain of \(count) operations, each adding 1 to its predecessor's result (\(rounds) interleaved rounds) | ms, median | Catena (a) / this, per round |")
     print("|---|---:|---:|")
-    print("| (a) Catena chain (`passesResult`), building included | \(format(a, 1)) (building \(format(median(builds), 1))) | |")
+    print("| (a) Catena chain of `TransformOperation`s (`passesResult`), building included | \(format(a, 1)) (building \(format(median(builds), 1))) | |")
+    print("| (a') the same with a `ConsumingOperation` subclass: every step through the queue | \(format(median(subclassed), 1)) | \(format(median(zip(catena, subclassed).map { $0 / $1 }), 2)) × |")
     print("| (b) plain OperationQueue, `addDependency`, all added at once (one run) | \(format(plain[1], 0)) | **(b) is \(format(plain[1] / a, 0)) × slower** |")
     print("| (b) the same with 1,000 operations (one run) | \(format(plain[0], 1)) | |")
     print("| (c) async/await loop, one hop per step to the global dispatch queue | \(format(median(loop), 1)) | **\(format(median(versusLoop), 2)) ×** (\(range(versusLoop))) |")

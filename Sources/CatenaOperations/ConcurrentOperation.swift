@@ -59,14 +59,12 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Starts the operation; the queue calls this. Do not override: override ``execute()``.
     public final override func start() {
         let cancelled = isCancelled
-        let (runner, began) = state.withLock { state -> (ChainRunner?, Bool) in
-            guard !cancelled, state.phase == .pending, !state.finishClaimed else { return (state.chain?.runner, false) }
+        let began = state.withLock { state -> Bool in
+            guard !cancelled, state.phase == .pending, !state.finishClaimed else { return false }
             state.phase = .executing
             state.started = ContinuousClock.now
-            return (state.chain?.runner, true)
+            return true
         }
-        runner?.willStart()
-        defer { runner?.didReturnFromStart() }
         guard began else {
             if cancelled { finish() }
             return
@@ -114,21 +112,23 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         }
         guard won else { return }
         prepare()
+        // The chain hands the result on and starts or enqueues the next step before
+        // this one signals: the queue never sees a gap between two steps.
+        if let chain = state.withLock({ $0.chain }) { chain.runner.finished(chain.index) }
         willChangeValue(forKey: "isFinished")
         if wasExecuting { willChangeValue(forKey: "isExecuting") }
-        let (hooks, chain) = state.withLock { state -> ([@Sendable () -> Void], ChainMembership?) in
+        let hooks = state.withLock { state -> [@Sendable () -> Void] in
             state.phase = .finished
             if let started = state.started { state.executionTime = ContinuousClock.now - started }
             defer {
                 state.finishHooks = []
                 state.chain = nil
             }
-            return (state.finishHooks, state.chain)
+            return state.finishHooks
         }
         // Flag first, then the signal: Linux's queue reads `isFinished` on this call.
         if wasExecuting { didChangeValue(forKey: "isExecuting") }
         didChangeValue(forKey: "isFinished")
-        chain?.runner.finished(chain!.index)
         for hook in hooks { hook() }
     }
 
@@ -136,15 +136,14 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Subclasses in this module fill in a missing result here.
     func prepareToFinish() {}
 
-    /// Makes the operation step `index` of the chain `runner` runs. Returns false if it
-    /// already finished (the runner then treats it as finished).
-    func join(_ runner: ChainRunner, at index: Int) -> Bool {
-        state.withLock { state in
-            guard state.phase != .finished else { return false }
-            state.chain = ChainMembership(runner: runner, index: index)
-            return true
-        }
+    /// Makes the operation step `index` of the chain `runner` runs.
+    func join(_ runner: ChainRunner, at index: Int) {
+        state.withLock { $0.chain = ChainMembership(runner: runner, index: index) }
     }
+
+    /// True for operations that always finish before `execute()` returns; a chain
+    /// starts them directly instead of through the queue.
+    var finishesWhileStarting: Bool { false }
 
     /// The error this operation failed with, for a chain's failure policy; nil here.
     var chainFailure: (any Error)? { nil }

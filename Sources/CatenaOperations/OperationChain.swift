@@ -194,42 +194,44 @@ private final class Launch: Sendable {
 
 /// Runs a chain: starts each operation when the one before it finished.
 ///
-/// A step that finishes later (a network call) has its successor added to the queue.
-/// A step that finishes synchronously, inside its own `start()` on a queue thread, has
-/// its successor started right there, after that `start()` returns its work, up to
-/// ``inlineBurst`` steps in a row: a trip through Linux's OperationQueue costs a thread
-/// wake-up (about 6 µs), which would otherwise dominate a chain of small steps. Steps
-/// started this way still run one at a time, on a thread of the queue, while the
-/// queue's slot is held; a serial queue (`maxConcurrentOperationCount == 1`, the main
-/// queue) always goes through the queue, as does a step that is not ready (a
-/// dependency added by hand) or is not a ``ConcurrentOperation``.
+/// A step's successor is handed to the queue *before* the step tells the queue it
+/// finished, so the queue never looks empty between two steps
+/// (`waitUntilAllOperationsAreFinished` and `operationCount` stay truthful).
 ///
-/// Each operation's finish hook holds the runner, and the runner holds the operations
-/// it has not yet released: a cycle that ends when the last operation finishes.
+/// Steps that are known to finish inside their own `start()` (``TransformOperation``)
+/// are not sent through the queue: the step before them starts them directly, while
+/// it still holds its slot on the queue and before it signals its own finish, up to
+/// ``inlineBurst`` in a row. A trip through Linux's OperationQueue costs a thread
+/// wake-up (several µs), which would otherwise dominate a chain of small transforms.
+/// The queue's limits hold: such steps run in the slot of a step the queue is running.
+///
+/// A step that finished cancelled (by `cancel()`, by the chain, or by the queue's
+/// `cancelAllOperations()`) cancels the steps after it, so that a queue-wide cancel
+/// reaches the steps that were not yet on the queue.
+///
+/// Each step holds the runner until it finished, and the runner holds the steps it has
+/// not yet released: a cycle that ends when the last step finishes.
 final class ChainRunner: Sendable {
-    /// The most steps started inline before one goes through the queue again.
+    /// The most steps started directly before one goes through the queue again.
     static let inlineBurst = 64
 
     private let queue: OperationQueue
-    private let inline: Bool
     private let policy: ChainFailurePolicy
     private let progress: Progress?
     private let state: Mutex<State>
 
     private struct State {
         var steps: [ChainStep?]
-        var cancelled = false
         var stoppedBy: (any Error)?
-        /// How many of this chain's `start()` calls are on the stack.
-        var depth = 0
-        /// A step to start when the outermost `start()` returns.
+        /// True while a step's `finished` starts successors directly.
+        var driving = false
+        /// The next step for the driver to start.
         var pending: ConcurrentOperation?
         var burst = 0
     }
 
     init(steps: [ChainStep], queue: OperationQueue, policy: ChainFailurePolicy, progress: Progress?) {
         self.queue = queue
-        self.inline = queue.maxConcurrentOperationCount != 1
         self.policy = policy
         self.progress = progress
         self.state = Mutex(State(steps: steps))
@@ -240,7 +242,7 @@ final class ChainRunner: Sendable {
         for (index, step) in steps.enumerated() {
             guard let operation = step?.operation else { continue }
             if let concurrent = operation as? ConcurrentOperation {
-                if !concurrent.join(self, at: index) { finished(index) }
+                concurrent.join(self, at: index)
             } else {
                 operation.whenFinished { self.finished(index) }
             }
@@ -250,56 +252,75 @@ final class ChainRunner: Sendable {
     }
 
     func cancel() {
-        let pending = state.withLock { state -> [Operation] in
-            state.cancelled = true
-            return state.steps.compactMap { $0?.operation }
-        }
+        let pending = state.withLock { state in state.steps.compactMap { $0?.operation } }
         // Last first, so that a step cancelled while running finds its successor
         // already cancelled.
         for operation in pending.reversed() { operation.cancel() }
     }
 
-    func willStart() {
-        state.withLock { $0.depth += 1 }
-    }
-
-    func didReturnFromStart() {
-        var next = leaveStart()
-        while let operation = next {
-            operation.start()
-            next = leaveStart()
-        }
-    }
-
-    /// One `start()` returned; if it was the outermost and a successor waits, claims it
-    /// for the caller, which then counts as a `start()` on the stack until it calls this
-    /// again.
-    private func leaveStart() -> ConcurrentOperation? {
-        state.withLock { state in
-            state.depth -= 1
-            guard state.depth == 0, let pending = state.pending else { return nil }
-            state.pending = nil
-            state.depth = 1
-            return pending
-        }
-    }
-
-    /// Step `index` finished: apply the failure policy, then start or enqueue the next.
+    /// Step `index` has its result (a Catena operation calls this just before it
+    /// signals its finish; others after): apply the failure policy, then start or
+    /// enqueue the next step.
     func finished(_ index: Int) {
         progress?.completedUnitCount += 1
-        let (next, cancelNow, reason) = state.withLock { state -> (ChainStep?, [Operation], (any Error)?) in
-            let step = state.steps[index]
-            state.steps[index] = nil
-            var cancelNow: [Operation] = []
-            if policy == .cancelRemaining, state.stoppedBy == nil, let failure = (step?.operation as? ConcurrentOperation)?.chainFailure {
-                state.stoppedBy = failure
-                cancelNow = state.steps[(index + 1)...].compactMap { $0?.operation }
-            }
-            let next = index + 1 < state.steps.count ? state.steps[index + 1] : nil
-            return (next, cancelNow, state.stoppedBy)
+        guard let next = advance(past: index) else {
+            progress?.cancellationHandler = nil
+            return
         }
-        if let reason {
-            for operation in cancelNow {
+        guard let direct = next as? ConcurrentOperation, direct.finishesWhileStarting, direct.isReady else {
+            queue.addOperation(next)
+            return
+        }
+        enum Plan { case nested, drive, enqueue }
+        let plan = state.withLock { state -> Plan in
+            if state.burst >= Self.inlineBurst {
+                state.burst = 0
+                return .enqueue
+            }
+            state.burst += 1
+            if state.driving {
+                state.pending = direct
+                return .nested
+            }
+            state.driving = true
+            return .drive
+        }
+        switch plan {
+        case .nested:
+            return
+        case .enqueue:
+            queue.addOperation(next)
+        case .drive:
+            var current: ConcurrentOperation? = direct
+            while let operation = current {
+                operation.start()
+                current = state.withLock { state in
+                    defer { state.pending = nil }
+                    if state.pending == nil { state.driving = false }
+                    return state.pending
+                }
+            }
+        }
+    }
+
+    /// Releases step `index`, applies the failure policy, hands the result on; returns
+    /// the next step's operation.
+    private func advance(past index: Int) -> Operation? {
+        let finished = state.withLock { state -> Operation? in
+            defer { state.steps[index] = nil }
+            return state.steps[index]?.operation
+        }
+        let concurrent = finished as? ConcurrentOperation
+        let failure = concurrent?.chainFailure
+        let cancelled = finished?.isCancelled == true
+        if cancelled || (policy == .cancelRemaining && failure != nil) {
+            let reason: any Error = failure ?? OperationError(.cancelled, operation: "\(type(of: finished))")
+            let remaining = state.withLock { state -> [Operation] in
+                guard state.stoppedBy == nil else { return [] }
+                state.stoppedBy = reason
+                return state.steps[(index + 1)...].compactMap { $0?.operation }
+            }
+            for operation in remaining.reversed() {
                 if let concurrent = operation as? ConcurrentOperation {
                     concurrent.cancel(dueTo: reason)
                 } else {
@@ -307,24 +328,10 @@ final class ChainRunner: Sendable {
                 }
             }
         }
-        guard let next else {
-            progress?.cancellationHandler = nil
-            return
+        guard let next = state.withLock({ state in index + 1 < state.steps.count ? state.steps[index + 1] : nil }) else {
+            return nil
         }
         next.transfer?()
-        if inline, let concurrent = next.operation as? ConcurrentOperation, concurrent.isReady {
-            let deferred = state.withLock { state -> Bool in
-                guard state.depth > 0, state.burst < Self.inlineBurst else {
-                    state.burst = 0
-                    return false
-                }
-                state.burst += 1
-                state.pending = concurrent
-                return true
-            }
-            if deferred { return }
-        }
-        queue.addOperation(next.operation)
+        return next.operation
     }
 }
-

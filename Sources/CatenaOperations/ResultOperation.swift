@@ -255,4 +255,6 @@ public final class TransformOperation<Input: Sendable, Output: Sendable>: Consum
     public override func execute(input: Input) {
         finish(with: Result { try transform(input) })
     }
+
+    override var finishesWhileStarting: Bool { true }
 }

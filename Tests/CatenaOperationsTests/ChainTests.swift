@@ -106,8 +106,18 @@ struct OperationChainTests {
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         let gauge = Gauge()
+        // Exclusive steps go through the queue; transforms are started directly by the
+        // step before them, in its slot.
+        let transform = {
+            TransformOperation { (value: Int) -> Int in
+                gauge.enter()
+                usleep(10)
+                gauge.leave()
+                return value
+            }
+        }
         var chain = Produce(.success(0)).passesResult(to: Exclusive(gauge))
-        for _ in 0..<300 { chain = chain.passesResult(to: Exclusive(gauge)) }
+        for _ in 0..<300 { chain = chain.passesResult(to: transform()).passesResult(to: Exclusive(gauge)) }
         chain.enqueue(on: queue)
         let others = (0..<100).map { _ in
             BlockOperation {
@@ -120,6 +130,38 @@ struct OperationChainTests {
         #expect(try await chain.value() == 301)
         #expect(await eventually { others.allSatisfy(\.isFinished) })
         #expect(gauge.most == 1)
+    }
+
+    @Test("the queue never looks empty between two steps")
+    func noGapBetweenSteps() async throws {
+        let queue = OperationQueue()
+        for _ in 0..<20 {
+            let last = AddOne()
+            let chain = Produce(.success(0), later: true)
+                .passesResult(to: TaskOperation { (value: Int) in
+                    try await Task.sleep(for: .milliseconds(2))
+                    return value + 1
+                })
+                .passesResult(to: TransformOperation { (value: Int) in value }).passesResult(to: last)
+            chain.enqueue(on: queue)
+            await waitUntilAllFinished(queue)
+            #expect(last.isFinished, "waitUntilAllOperationsAreFinished returned while the chain still had steps to run")
+        }
+    }
+
+    @Test("the queue's cancelAllOperations reaches the steps not yet on the queue")
+    func cancelAllReachesLaterSteps() async {
+        let queue = OperationQueue()
+        let running = UntilCancelled()
+        let later = BlockOperation {}
+        let last = Produce(.success(1))
+        let chain = running.then(do: later).then(do: last)
+        chain.enqueue(on: queue)
+        #expect(await eventually { running.started.count == 1 })
+        queue.cancelAllOperations()
+        let result = await last.result()
+        #expect((result.failure as? OperationError)?.code == .cancelled)
+        #expect(later.isCancelled && last.executions.count == 0)
     }
 
     @Test("steps that finish on another thread are handed back to the queue")
@@ -146,6 +188,20 @@ struct OperationChainTests {
         }
         #expect(weakFirst == nil && weakLast == nil)
     }
+}
+
+/// Waits on `queue.waitUntilAllOperationsAreFinished()` off the cooperative pool.
+func waitUntilAllFinished(_ queue: OperationQueue) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            blockUntilAllFinished(queue)
+            continuation.resume()
+        }
+    }
+}
+
+private func blockUntilAllFinished(_ queue: OperationQueue) {
+    queue.waitUntilAllOperationsAreFinished()
 }
 
 /// Adds one while counting itself in a gauge shared with other work.

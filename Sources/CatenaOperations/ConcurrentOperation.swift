@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 
 /// An operation whose work may finish later, on any thread: override ``execute()``
 /// and call ``finish()`` when the work is done.
@@ -25,9 +24,14 @@ import Synchronization
 /// Subclasses inherit `@unchecked Sendable` from `Operation`; keep their own mutable
 /// state behind a lock, as this class does.
 open class ConcurrentOperation: Operation, @unchecked Sendable {
-    // @unchecked Sendable: every stored property is either immutable or inside `state`,
-    // a Mutex; Foundation's own state (cancellation, dependencies) is locked by Foundation.
-    private let state = Mutex(State())
+    // @unchecked Sendable: every stored property is either immutable or only touched
+    // with `lock` held; Foundation's own state (cancellation, dependencies) is locked by
+    // Foundation.
+
+    /// The operation's lock; subclasses in this module keep their state under it too.
+    /// (An NSLock, not a Mutex: see ``Locked``.)
+    let lock = NSLock()
+    private var stateStorage = State()
 
     private struct State {
         var phase = Phase.pending
@@ -44,22 +48,28 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
     private enum Phase { case pending, executing, finished }
 
+    private func withState<T>(_ body: (inout State) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&stateStorage)
+    }
+
     public override init() {
         super.init()
     }
 
     open override var isAsynchronous: Bool { true }
-    open override var isExecuting: Bool { state.withLock { $0.phase == .executing } }
-    open override var isFinished: Bool { state.withLock { $0.phase == .finished } }
+    open override var isExecuting: Bool { withState { $0.phase == .executing } }
+    open override var isFinished: Bool { withState { $0.phase == .finished } }
 
     /// How long the operation ran, from `execute()` to `finish()`; nil until it finished
     /// after executing.
-    public var executionTime: Duration? { state.withLock { $0.executionTime } }
+    public var executionTime: Duration? { withState { $0.executionTime } }
 
     /// Starts the operation; the queue calls this. Do not override: override ``execute()``.
     public final override func start() {
         let cancelled = isCancelled
-        let began = state.withLock { state -> Bool in
+        let began = withState { state -> Bool in
             guard !cancelled, state.phase == .pending, !state.finishClaimed else { return false }
             state.phase = .executing
             state.started = ContinuousClock.now
@@ -90,7 +100,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// starts it; a running one is told through ``cancelled()``.
     open override func cancel() {
         super.cancel()
-        let first = state.withLock { state -> Bool in
+        let first = withState { state -> Bool in
             guard !state.cancelHandled, !state.finishClaimed else { return false }
             state.cancelHandled = true
             return true
@@ -105,7 +115,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     /// Claims the finish; if this call wins, runs `prepare` (which sets the result),
     /// flips the state, signals the queue, then runs the finish hooks.
     func finishOnce(_ prepare: () -> Void) {
-        let (won, wasExecuting) = state.withLock { state -> (Bool, Bool) in
+        let (won, wasExecuting) = withState { state -> (Bool, Bool) in
             guard !state.finishClaimed else { return (false, false) }
             state.finishClaimed = true
             return (true, state.phase == .executing)
@@ -114,10 +124,10 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         prepare()
         // The chain hands the result on and starts or enqueues the next step before
         // this one signals: the queue never sees a gap between two steps.
-        if let chain = state.withLock({ $0.chain }) { chain.runner.finished(chain.index) }
+        if let chain = withState({ $0.chain }) { chain.runner.finished(chain.index) }
         willChangeValue(forKey: "isFinished")
         if wasExecuting { willChangeValue(forKey: "isExecuting") }
-        let hooks = state.withLock { state -> [@Sendable () -> Void] in
+        let hooks = withState { state -> [@Sendable () -> Void] in
             state.phase = .finished
             if let started = state.started { state.executionTime = ContinuousClock.now - started }
             defer {
@@ -138,7 +148,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
     /// Makes the operation step `index` of the chain `runner` runs.
     func join(_ runner: ChainRunner, at index: Int) {
-        state.withLock { $0.chain = ChainMembership(runner: runner, index: index) }
+        withState { $0.chain = ChainMembership(runner: runner, index: index) }
     }
 
     /// True for operations that always finish before `execute()` returns; a chain
@@ -155,7 +165,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
 
     /// Runs `hook` once after the operation finished (at once if it already has).
     func onFinish(_ hook: @escaping @Sendable () -> Void) {
-        let runNow = state.withLock { state -> Bool in
+        let runNow = withState { state -> Bool in
             guard state.phase != .finished else { return true }
             state.finishHooks.append(hook)
             return false

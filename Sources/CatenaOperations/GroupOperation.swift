@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 
 /// Runs a chain or a set of operations on its own internal queue and produces their
 /// combined result (seed 001's group, seed 003's GroupChainOperation).
@@ -64,7 +63,7 @@ extension GroupOperation {
         GroupOperation(
             maxConcurrent: maxConcurrent,
             run: { queue, done in
-                let remaining = Mutex(operations.count)
+                let remaining = Locked(operations.count)
                 guard !operations.isEmpty else { return done(.success([])) }
                 for operation in operations {
                     operation.whenFinished {

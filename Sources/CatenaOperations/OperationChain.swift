@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 
 extension OperationQueue {
     /// The queue `enqueue()` uses when given none (seed 000's shared QueueManager queue).
@@ -145,8 +144,8 @@ final class StepList: Sendable {
     private let count: Int
 
     private final class Storage: Sendable {
-        let steps: Mutex<[ChainStep]>
-        init(_ steps: [ChainStep]) { self.steps = Mutex(steps) }
+        let steps: Locked<[ChainStep]>
+        init(_ steps: [ChainStep]) { self.steps = Locked(steps) }
     }
 
     init(first: ChainStep) {
@@ -174,8 +173,8 @@ final class StepList: Sendable {
 
 /// Remembers whether a chain (and its copies) has been started.
 private final class Launch: Sendable {
-    private let runnerBox = Mutex<ChainRunner?>(nil)
-    private let started = Mutex(false)
+    private let runnerBox = Locked<ChainRunner?>(nil)
+    private let started = Locked(false)
 
     var runner: ChainRunner? { runnerBox.withLock { $0 } }
 
@@ -218,7 +217,7 @@ final class ChainRunner: Sendable {
     private let queue: OperationQueue
     private let policy: ChainFailurePolicy
     private let progress: Progress?
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var steps: [ChainStep?]
@@ -234,7 +233,7 @@ final class ChainRunner: Sendable {
         self.queue = queue
         self.policy = policy
         self.progress = progress
-        self.state = Mutex(State(steps: steps))
+        self.state = Locked(State(steps: steps))
     }
 
     func start() {

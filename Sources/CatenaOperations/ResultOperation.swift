@@ -1,5 +1,4 @@
 public import Foundation
-import Synchronization
 
 /// An operation that produces a `Result`.
 public protocol ProducesResult<Output>: Operation {
@@ -68,10 +67,9 @@ public struct OperationError: Error, Sendable, Equatable, CustomStringConvertibl
 /// with ``OperationError/Code/cancelled`` (or with the upstream error that cancelled it).
 open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResult, @unchecked Sendable {
     // @unchecked Sendable: the mutable stored properties below are only touched with
-    // `lock` held. (Not a `Mutex<Box>`: from unspecialized generic code every access
-    // to a Mutex of a generic payload looks up its type metadata, measured at a tenth
-    // of a chain step.)
-    private let lock = Mutex(())
+    // the operation's `lock` held. (Plain stored properties, not a locked struct: from
+    // unspecialized generic code every access to a lock-wrapped generic payload looks
+    // up its type metadata, measured at a tenth of a chain step.)
     private var storedOutput: Result<Output, any Error>?
     private var cancellationReason: (any Error)?
     private weak var storedDelegate: (any OperationDelegate)?
@@ -86,12 +84,12 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
     }
 
     /// The result; nil until the operation finished.
-    public var output: Result<Output, any Error>? { lock.withLock { _ in storedOutput } }
+    public var output: Result<Output, any Error>? { lock.withLock { storedOutput } }
 
     /// Told once when the operation completes or fails; held weakly.
     public var delegate: (any OperationDelegate)? {
-        get { lock.withLock { _ in storedDelegate } }
-        set { lock.withLock { _ in storedDelegate = newValue } }
+        get { lock.withLock { storedDelegate } }
+        set { lock.withLock { storedDelegate = newValue } }
     }
 
     /// Finishes with `value`. Only the first finish counts.
@@ -108,7 +106,7 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
     public final func finish(with result: Result<Output, any Error>) {
         finishOnce {
             let error: (any Error)? = if case .failure(let error) = result { error } else { nil }
-            lock.withLock { _ in
+            lock.withLock {
                 storedOutput = result
                 finishedWithError = error
             }
@@ -118,7 +116,7 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
     /// Runs `block` exactly once with the result: after the operation finished, or at
     /// once if it already has.
     public final func addResultBlock(_ block: @escaping @Sendable (Result<Output, any Error>) -> Void) {
-        let now = lock.withLock { _ -> Result<Output, any Error>? in
+        let now = lock.withLock { () -> Result<Output, any Error>? in
             guard delivered else {
                 resultBlocks.append(block)
                 return nil
@@ -133,21 +131,21 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
 
     /// Cancels the operation and, if it has no result yet, makes `reason` its failure.
     override func cancel(dueTo reason: any Error) {
-        lock.withLock { _ in if cancellationReason == nil { cancellationReason = reason } }
+        lock.withLock { if cancellationReason == nil { cancellationReason = reason } }
         cancel()
     }
 
     /// The error this operation finished with, if it failed.
     override var chainFailure: (any Error)? {
-        lock.withLock { _ in finishedWithError }
+        lock.withLock { finishedWithError }
     }
 
     override func prepareToFinish() {
-        guard lock.withLock({ _ in storedOutput == nil }) else { return }
-        let missing: any Error = isCancelled ? (lock.withLock { _ in cancellationReason } ?? upstreamFailure ?? OperationError(.cancelled, operation: label))
+        guard lock.withLock({ storedOutput == nil }) else { return }
+        let missing: any Error = isCancelled ? (lock.withLock { cancellationReason } ?? upstreamFailure ?? OperationError(.cancelled, operation: label))
             : OperationError(.noResult, operation: label)
         // Only `finishOnce`'s winner gets here, so nothing sets the output in between.
-        lock.withLock { _ in
+        lock.withLock {
             storedOutput = .failure(missing)
             finishedWithError = missing
         }
@@ -163,7 +161,7 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
             finishedNow = true
         }
         guard finishedNow else { return }
-        let (blocks, delegate) = lock.withLock { _ in
+        let (blocks, delegate) = lock.withLock {
             delivered = true
             defer { resultBlocks = [] }
             return (resultBlocks, storedDelegate)
@@ -190,9 +188,8 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
 /// The input comes from ``ProducesResult/passesResult(to:)``, or, for operations wired
 /// by hand with `addDependency`, from the last dependency that produces `Input`.
 open class ConsumingOperation<Input: Sendable, Output: Sendable>: ResultOperation<Output>, ConsumesResult, @unchecked Sendable {
-    // @unchecked Sendable: `storedInput` is only touched with `inputLock` held (a Mutex
-    // of no payload, for the reason ResultOperation gives).
-    private let inputLock = Mutex(())
+    // @unchecked Sendable: `storedInput` is only touched with the operation's `lock`
+    // held (a plain stored property, for the reason ResultOperation gives).
     private var storedInput: Result<Input, any Error>?
 
     public override init() {
@@ -201,8 +198,8 @@ open class ConsumingOperation<Input: Sendable, Output: Sendable>: ResultOperatio
 
     /// The input; set before the operation starts.
     public var input: Result<Input, any Error>? {
-        get { inputLock.withLock { _ in storedInput } }
-        set { inputLock.withLock { _ in storedInput = newValue } }
+        get { lock.withLock { storedInput } }
+        set { lock.withLock { storedInput = newValue } }
     }
 
     /// Unwraps the input and calls ``execute(input:)``, or finishes with the input's

@@ -1,6 +1,5 @@
 import Catena
 import Foundation
-import Synchronization
 
 /// When a ``RetryingOperation`` tries again, and how long it waits first.
 public struct OperationRetryStrategy: Sendable {
@@ -86,10 +85,10 @@ public struct OperationRetryStrategy: Sendable {
 ///
 /// Cancelling it cancels the attempt in flight (or the wait) and starts no other.
 public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
-    // @unchecked Sendable: `strategy` and `makeAttempt` are immutable; the rest is in a Mutex.
+    // @unchecked Sendable: `strategy` and `makeAttempt` are immutable; the rest is in a lock.
     private let strategy: OperationRetryStrategy
     private let makeAttempt: @Sendable (_ attempt: Int) -> ResultOperation<Output>
-    private let progressState = Mutex(Attempts())
+    private let progressState = Locked(Attempts())
 
     private struct Attempts {
         var made = 0

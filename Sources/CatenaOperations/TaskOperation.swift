@@ -1,6 +1,5 @@
 public import Catena
 public import Foundation
-import Synchronization
 
 /// Runs an async closure as an operation: the bridge from async/await to
 /// OperationQueue. Cancelling the operation cancels the task.
@@ -9,9 +8,10 @@ import Synchronization
 /// let user = TaskOperation { (id: Int) in try await client.send(UserEndpoint(id: id)) }
 /// ```
 open class TaskOperation<Input: Sendable, Output: Sendable>: ConsumingOperation<Input, Output>, @unchecked Sendable {
-    // @unchecked Sendable: `body` is immutable and Sendable; the task is in a Mutex.
+    // @unchecked Sendable: `body` is immutable and Sendable; `task` is only touched with
+    // the operation's `lock` held.
     private let body: @Sendable (Input) async throws -> Output
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private var task: Task<Void, Never>?
 
     /// An operation that runs `body` with its input.
     public init(_ body: @escaping @Sendable (Input) async throws -> Output) {
@@ -34,18 +34,18 @@ open class TaskOperation<Input: Sendable, Output: Sendable>: ConsumingOperation<
                 finish(withError: error)
             }
         }
-        task.withLock { $0 = running }
+        lock.withLock { task = running }
         // Cancelled before the task was stored: `cancelled()` found nothing to cancel.
         if isCancelled { running.cancel() }
     }
 
     public final override func cancelled() {
-        task.withLock { $0 }?.cancel()
+        lock.withLock { task }?.cancel()
     }
 
     override func prepareToFinish() {
         super.prepareToFinish()
-        task.withLock { $0 = nil }
+        lock.withLock { task = nil }
     }
 }
 

@@ -1,6 +1,5 @@
 import CatenaOperations
 import Foundation
-import Synchronization
 import Testing
 
 @Suite("Chains")
@@ -233,7 +232,7 @@ final class PendingWatcher: ConsumingOperation<Int, Int>, @unchecked Sendable {
 }
 
 final class Maximum: Sendable {
-    private let state = Mutex(0)
+    private let state = Guarded(0)
     func note(_ value: Int) { state.withLock { $0 = max($0, value) } }
     var value: Int { state.withLock { $0 } }
 }

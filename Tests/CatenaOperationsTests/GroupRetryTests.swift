@@ -1,6 +1,5 @@
 import CatenaOperations
 import Foundation
-import Synchronization
 import Testing
 
 @Suite("Groups")
@@ -135,7 +134,7 @@ struct RetryingOperationTests {
 
     @Test("cancelling cancels the attempt in flight")
     func cancelAttempt() async {
-        let current = Mutex<UntilCancelled?>(nil)
+        let current = Guarded<UntilCancelled?>(nil)
         let operation = RetryingOperation(strategy: .repeat(times: 3)) { _ in
             let attempt = UntilCancelled()
             current.withLock { $0 = attempt }
@@ -152,7 +151,7 @@ struct RetryingOperationTests {
 
 /// Counts how many are inside at once.
 final class Gauge: Sendable {
-    private let state = Mutex((now: 0, most: 0))
+    private let state = Guarded((now: 0, most: 0))
     func enter() { state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) } }
     func leave() { state.withLock { $0.now -= 1 } }
     var most: Int { state.withLock { $0.most } }

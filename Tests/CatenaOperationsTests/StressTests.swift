@@ -1,6 +1,5 @@
 import CatenaOperations
 import Foundation
-import Synchronization
 import Testing
 
 @Suite("Stress")
@@ -12,7 +11,7 @@ struct OperationStressTests {
             nonisolated(unsafe) weak var operation: Operation?
             init(_ operation: Operation) { self.operation = operation }
         }
-        private let boxes = Mutex<[Weak]>([])
+        private let boxes = Guarded<[Weak]>([])
         func track(_ operation: Operation) { boxes.withLock { $0.append(Weak(operation)) } }
         var alive: Int { boxes.withLock { $0.count { $0.operation != nil } } }
         var count: Int { boxes.withLock { $0.count } }

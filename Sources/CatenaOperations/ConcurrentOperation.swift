@@ -29,8 +29,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     // Foundation.
 
     /// The operation's lock; subclasses in this module keep their state under it too.
-    /// (An NSLock, not a Mutex: see ``Locked``.)
-    let lock = NSLock()
+    /// (A pthread mutex, not a Mutex: see ``PthreadLock``.)
+    let lock = PthreadLock()
     private var stateStorage = State()
 
     private struct State {
@@ -49,13 +49,15 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     private enum Phase { case pending, executing, finished }
 
     private func withState<T>(_ body: (inout State) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&stateStorage)
+        lock.withLock { body(&stateStorage) }
     }
 
     public override init() {
         super.init()
+    }
+
+    deinit {
+        lock.destroy()
     }
 
     open override var isAsynchronous: Bool { true }

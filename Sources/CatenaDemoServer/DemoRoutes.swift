@@ -18,6 +18,7 @@ enum DemoRoutes {
         addTestRoutes(to: router)
         LoaderRoutes.add(to: router)
         PhotoRoutes.add(to: router, settings: photos)
+        CacheRoutes.add(to: router)
         return router
     }
 
@@ -27,6 +28,8 @@ enum DemoRoutes {
         let nextID = Atomic<Int>(UserStore.users.count + 1)
         let api = router.group("api")
 
+        // The user routes answer with validators and `Cache-Control: no-cache`: a client
+        // cache may keep them, and asks each time whether they are still current (304).
         api.get("users") { request, _ in
             let query = request.uri.queryParameters
             let perPage = max(1, min(query.get("per_page", as: Int.self) ?? 6, 100))
@@ -34,15 +37,15 @@ enum DemoRoutes {
             let total = UserStore.users.count
             let start = min((page - 1) * perPage, total)
             let slice = Array(UserStore.users[start..<min(start + perPage, total)])
-            return try json(UserPage(page: page, per_page: perPage, total: total,
-                                     total_pages: (total + perPage - 1) / perPage, data: slice, support: Support()))
+            return CacheRoutes.cacheable(request, body: try jsonBuffer(UserPage(page: page, per_page: perPage, total: total,
+                                                                                total_pages: (total + perPage - 1) / perPage, data: slice, support: Support())))
         }
 
-        api.get("users/:id") { _, context in
+        api.get("users/:id") { request, context in
             guard let user = context.parameters.get("id", as: Int.self).flatMap(UserStore.user(id:)) else {
                 return rawJSON("{}", status: .notFound)
             }
-            return try json(SingleUser(data: user, support: Support()))
+            return CacheRoutes.cacheable(request, body: try jsonBuffer(SingleUser(data: user, support: Support())))
         }
 
         api.post("users") { request, context in
@@ -180,10 +183,14 @@ enum DemoRoutes {
     // MARK: Helpers
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: try jsonBuffer(value)))
+    }
+
+    /// `value` as JSON with sorted keys (so that equal values give equal bytes and ETags).
+    static func jsonBuffer(_ value: some Encodable) throws -> ByteBuffer {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(data: try encoder.encode(value))))
+        return ByteBuffer(data: try encoder.encode(value))
     }
 
     static func rawJSON(_ text: String, status: HTTPResponse.Status) -> Response {

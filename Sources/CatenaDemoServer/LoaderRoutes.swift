@@ -171,10 +171,19 @@ enum LoaderRoutes {
     }
 
     static func httpDate(_ date: Date) -> String {
+        imfFixdate().string(from: date)
+    }
+
+    /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), or nil.
+    static func parseHTTPDate(_ text: String) -> Date? {
+        imfFixdate().date(from: text.trimmingCharacters(in: .whitespaces))
+    }
+
+    private static func imfFixdate() -> DateFormatter {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.string(from: date)
+        return formatter
     }
 }

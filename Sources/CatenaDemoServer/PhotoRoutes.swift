@@ -42,9 +42,9 @@ enum PhotoRoutes {
                     #"{"id":"\#(photoID(index))","owner":"\#(index % 97)@N0\#(index % 7)","secret":"\#(secret(index, settings.seed))","server":"\#(65_000 + index % 500)","farm":66,"title":"Demo photo \#(index + 1)","ispublic":1,"isfriend":0,"isfamily":0}"#
                 }
                 let pages = (settings.photoCount + perPage - 1) / perPage
-                return DemoRoutes.rawJSON(
-                    #"{"photos":{"page":\#(page),"pages":\#(pages),"perpage":\#(perPage),"total":\#(settings.photoCount),"photo":[\#(photos.joined(separator: ","))]},"stat":"ok"}"#,
-                    status: .ok)
+                // Recent photos change: a cache must ask each time (validators, no-cache).
+                return CacheRoutes.cacheable(request, body: ByteBuffer(string:
+                    #"{"photos":{"page":\#(page),"pages":\#(pages),"perpage":\#(perPage),"total":\#(settings.photoCount),"photo":[\#(photos.joined(separator: ","))]},"stat":"ok"}"#))
             case "flickr.photos.getSizes":
                 guard let id = query.get("photo_id"), let index = photoIndex(id), index < settings.photoCount else {
                     return fail(1, "Photo \"\(query.get("photo_id") ?? "")\" not found (invalid ID)")
@@ -62,7 +62,10 @@ enum PhotoRoutes {
                     .map { label, page, suffix, width, height in
                         #"{"label":"\#(label)","width":\#(width),"height":\#(height),"source":"\#(base)\#(suffix.isEmpty ? "" : "_" + suffix).jpg","url":"https://www.flickr.com/photos/\#(index % 97)@N0\#(index % 7)/\#(id)/sizes/\#(page)/","media":"photo"}"#
                     }
-                return DemoRoutes.rawJSON(#"{"sizes":{"canblog":0,"canprint":0,"candownload":1,"size":[\#(sizes.joined(separator: ","))]},"stat":"ok"}"#, status: .ok)
+                // A photo's sizes do not change: a cache may keep them for an hour.
+                return CacheRoutes.cacheable(request, body: ByteBuffer(string:
+                    #"{"sizes":{"canblog":0,"canprint":0,"candownload":1,"size":[\#(sizes.joined(separator: ","))]},"stat":"ok"}"#),
+                    cacheControl: "public, max-age=3600")
             default:
                 return fail(112, "Method \"\(query.get("method") ?? "")\" not found")
             }

@@ -35,7 +35,8 @@ public enum ChainFailurePolicy: Sendable {
 /// ever holds operations that are ready: Linux's OperationQueue takes quadratic time in
 /// the number of waiting operations, and a 10,000-step chain added at once takes
 /// seconds. It does not add dependencies; an operation belongs to one chain, and only
-/// the chain enqueues it.
+/// the chain enqueues it. A step that finished cancelled (also by the queue's
+/// `cancelAllOperations()`) cancels the steps after it.
 ///
 /// The chain holds its operations until it ran to the end; drop it at any point.
 public struct OperationChain<Last: Operation>: Sendable {

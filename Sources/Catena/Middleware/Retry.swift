@@ -176,14 +176,8 @@ public struct Retry: HTTPMiddleware {
     static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int(trimmed) { return seconds >= 0 ? .seconds(seconds) : nil }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
-            formatter.dateFormat = format
-            if let date = formatter.date(from: trimmed) {
-                return .seconds(max(0, date.timeIntervalSince(now).rounded(.up)))
-            }
+        if let date = HTTPDate.parse(trimmed) {
+            return .seconds(max(0, date.timeIntervalSince(now).rounded(.up)))
         }
         return nil
     }

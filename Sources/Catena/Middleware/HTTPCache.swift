@@ -1,0 +1,304 @@
+public import Foundation
+import HTTPTypes
+import Synchronization
+
+/// An in-memory HTTP cache for GET responses, bounded in size, that follows what the
+/// server says (RFC 9111, as a private cache):
+///
+/// - A response is stored only if it may be: status 200, 203, 204, 300, 301, 308, 404,
+///   410; no `no-store` on the request or the response; not `Vary: *`; and with either
+///   a freshness lifetime (`max-age`, or `Expires` after `Date`) or a validator (`ETag`,
+///   `Last-Modified`). A response to a request that carried credentials
+///   (`Authorization`, `Cookie`, `Proxy-Authorization`) is stored only if it says
+///   `public`.
+/// - A fresh entry answers at once. A stale one, or one marked `no-cache` (by the
+///   response, or by the request with `no-cache` / `max-age=0`), is revalidated with
+///   `If-None-Match` / `If-Modified-Since`; a 304 refreshes the entry and returns it.
+/// - A successful POST, PUT, PATCH or DELETE drops the entry for its URL.
+/// - When the stored bodies and header fields pass ``maximumBytes``, the least
+///   recently used entries go.
+///
+/// Put it early in the chain (after the environment, before retry and the transport),
+/// so that a hit costs no network work:
+///
+/// ```swift
+/// let cache = HTTPCache(maximumBytes: 20 << 20)
+/// let chain = ApplyEnvironment(env) --> cache --> Retry() --> AsyncHTTPClientTransport()
+/// ```
+public struct HTTPCache: HTTPMiddleware {
+    /// How the cache answered so far.
+    public struct Statistics: Sendable, Equatable {
+        /// Fresh entries returned without a request.
+        public var hits = 0
+        /// Stale entries the server confirmed with 304.
+        public var revalidated = 0
+        /// Requests sent on without a usable entry (or whose entry the server replaced).
+        public var misses = 0
+        /// Responses stored.
+        public var stored = 0
+        /// Entries dropped to stay within the size bound.
+        public var evicted = 0
+
+        /// Responses that came from the cache: hits plus revalidations.
+        public var fromCache: Int { hits + revalidated }
+    }
+
+    /// The most bytes (bodies and header fields) the cache keeps.
+    public let maximumBytes: Int
+    private let store: CacheStore
+    private let now: @Sendable () -> Date
+
+    /// A cache of at most `maximumBytes`; `now` is the clock (tests pass their own).
+    public init(maximumBytes: Int = 10 << 20, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.maximumBytes = max(0, maximumBytes)
+        self.store = CacheStore()
+        self.now = now
+    }
+
+    /// What the cache has done so far.
+    public var statistics: Statistics { store.statistics }
+
+    /// How many responses it holds, and their size in bytes.
+    public var usage: (entries: Int, bytes: Int) { store.usage }
+
+    /// Empties the cache (statistics stay).
+    public func reset() async {
+        store.removeAll()
+    }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        guard let url = try? request.urlString() else { return try await next.load(request) }
+        guard request.method == .get else {
+            let response = try await next.load(request)
+            if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(response.status.code) {
+                store.remove(url)
+            }
+            return response
+        }
+        let directives = CacheControl(request.headerFields[.cacheControl])
+        if directives.noStore { return try await next.load(request) }
+
+        let entry = store.entry(for: url, matching: request)
+        if let entry, !directives.noCache, directives.maxAge != 0, !entry.directives.noCache, entry.isFresh(at: now()) {
+            store.count(\.hits)
+            return entry.response(to: request, at: now())
+        }
+        guard let entry, entry.hasValidator, !request.hasConditions else {
+            store.count(\.misses)
+            let response = try await next.load(request)
+            keep(response, for: request, url: url)
+            return response
+        }
+        let answer = try await next.load(entry.conditional(request))
+        guard answer.status.code == 304 else {
+            store.count(\.misses)
+            let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
+            keep(response, for: request, url: url)
+            return response
+        }
+        let refreshed = entry.refreshed(by: answer, at: now())
+        store.put(refreshed, for: url, limit: maximumBytes)
+        store.count(\.revalidated)
+        return refreshed.response(to: request, at: now())
+    }
+
+    private func keep(_ response: APIResponse, for request: APIRequest, url: String) {
+        guard let entry = CacheEntry(response: response, request: request, receivedAt: now()) else {
+            store.remove(url)
+            return
+        }
+        store.put(entry, for: url, limit: maximumBytes)
+    }
+}
+
+// MARK: Cache-Control
+
+/// The directives of a `Cache-Control` field that a private cache acts on.
+struct CacheControl: Sendable, Equatable {
+    var maxAge: Int?
+    var noStore = false
+    var noCache = false
+    var isPublic = false
+
+    init(_ value: String?) {
+        guard let value else { return }
+        for part in value.split(separator: ",") {
+            let pieces = part.split(separator: "=", maxSplits: 1)
+            let name = pieces[0].trimmingCharacters(in: .whitespaces).lowercased()
+            let argument = pieces.count > 1 ? pieces[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) : nil
+            switch name {
+            case "max-age": maxAge = argument.flatMap { Int($0) }.map { max(0, $0) } ?? 0
+            case "no-store": noStore = true
+            case "no-cache": noCache = true
+            case "public": isPublic = true
+            default: break
+            }
+        }
+    }
+}
+
+// MARK: Entries
+
+/// A stored response.
+struct CacheEntry: Sendable {
+    let status: HTTPResponse.Status
+    let headerFields: HTTPFields
+    let body: Data
+    let receivedAt: Date
+    /// Request header values named by the response's `Vary`.
+    let varying: [HTTPField.Name: String]
+    let directives: CacheControl
+
+    static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 410]
+    static let credentialFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
+
+    /// The entry for `response`, or nil when HTTP says it may not be stored.
+    init?(response: APIResponse, request: APIRequest, receivedAt: Date) {
+        let directives = CacheControl(response.headerFields[.cacheControl])
+        guard Self.cacheableStatuses.contains(response.status.code), !directives.noStore,
+              !CacheControl(request.headerFields[.cacheControl]).noStore else { return nil }
+        if Self.credentialFields.contains(where: { request.headerFields[$0] != nil }), !directives.isPublic { return nil }
+        var varying: [HTTPField.Name: String] = [:]
+        for name in (response.headerFields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            guard name != "*", let field = HTTPField.Name(name) else { return nil }
+            varying[field] = request.headerFields[field] ?? ""
+        }
+        self.status = response.status
+        self.headerFields = response.headerFields
+        self.body = response.body
+        self.receivedAt = receivedAt
+        self.varying = varying
+        self.directives = directives
+        guard lifetime > 0 || hasValidator else { return nil }
+    }
+
+    private init(copying entry: CacheEntry, headerFields: HTTPFields, receivedAt: Date) {
+        status = entry.status
+        self.headerFields = headerFields
+        body = entry.body
+        self.receivedAt = receivedAt
+        varying = entry.varying
+        directives = CacheControl(headerFields[.cacheControl])
+    }
+
+    /// The body and header fields, roughly, in bytes.
+    var cost: Int { body.count + headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 } }
+
+    var hasValidator: Bool { headerFields[.eTag] != nil || headerFields[.lastModified] != nil }
+
+    /// How long the response stays fresh, in seconds: `max-age`, else `Expires` - `Date`.
+    var lifetime: TimeInterval {
+        if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
+        if let expires = headerFields[.expires] {
+            guard let expiry = HTTPDate.parse(expires) else { return 0 }   // an invalid Expires means "already expired"
+            let date = headerFields[.date].flatMap(HTTPDate.parse) ?? receivedAt
+            return max(0, expiry.timeIntervalSince(date))
+        }
+        return 0
+    }
+
+    /// The response's age at `now`: its `Age` when received plus the time since.
+    func age(at now: Date) -> TimeInterval {
+        let initial = headerFields[.age].flatMap { TimeInterval($0) } ?? 0
+        return max(0, initial) + max(0, now.timeIntervalSince(receivedAt))
+    }
+
+    func isFresh(at now: Date) -> Bool { age(at: now) < lifetime }
+
+    func matches(_ request: APIRequest) -> Bool {
+        varying.allSatisfy { name, value in (request.headerFields[name] ?? "") == value }
+    }
+
+    /// `request` asking the server whether this entry is still current.
+    func conditional(_ request: APIRequest) -> APIRequest {
+        var request = request
+        if let tag = headerFields[.eTag] { request.headerFields[.ifNoneMatch] = tag }
+        if let modified = headerFields[.lastModified] { request.headerFields[.ifModifiedSince] = modified }
+        return request
+    }
+
+    /// This entry with the header fields of a 304 that confirmed it (RFC 9111 §4.3.4).
+    func refreshed(by notModified: APIResponse, at now: Date) -> CacheEntry {
+        var fields = headerFields
+        for field in notModified.headerFields where field.name != .contentLength {
+            fields[field.name] = field.value
+        }
+        if notModified.headerFields[.age] == nil { fields[.age] = nil }
+        return CacheEntry(copying: self, headerFields: fields, receivedAt: now)
+    }
+
+    /// The stored response, as the answer to `request`, with its current `Age`.
+    func response(to request: APIRequest, at now: Date) -> APIResponse {
+        var fields = headerFields
+        fields[.age] = String(Int(age(at: now)))
+        return APIResponse(status: status, headerFields: fields, body: body, request: request)
+    }
+}
+
+extension APIRequest {
+    /// Whether the caller asked a conditional question of its own.
+    var hasConditions: Bool {
+        headerFields[.ifNoneMatch] != nil || headerFields[.ifModifiedSince] != nil
+    }
+}
+
+// MARK: Store
+
+/// Entries by URL, least recently used first out.
+final class CacheStore: Sendable {
+    private struct State {
+        var entries: [String: (entry: CacheEntry, used: UInt64)] = [:]
+        var bytes = 0
+        var clock: UInt64 = 0
+        var statistics = HTTPCache.Statistics()
+    }
+
+    private let state = Mutex(State())
+
+    var statistics: HTTPCache.Statistics { state.withLock { $0.statistics } }
+    var usage: (entries: Int, bytes: Int) { state.withLock { ($0.entries.count, $0.bytes) } }
+
+    func count(_ counter: WritableKeyPath<HTTPCache.Statistics, Int>) {
+        state.withLock { $0.statistics[keyPath: counter] += 1 }
+    }
+
+    func entry(for url: String, matching request: APIRequest) -> CacheEntry? {
+        state.withLock { state in
+            guard let found = state.entries[url], found.entry.matches(request) else { return nil }
+            state.clock += 1
+            state.entries[url]?.used = state.clock
+            return found.entry
+        }
+    }
+
+    func put(_ entry: CacheEntry, for url: String, limit: Int) {
+        state.withLock { state in
+            if let old = state.entries.removeValue(forKey: url) { state.bytes -= old.entry.cost }
+            guard entry.cost <= limit else { return }
+            state.clock += 1
+            state.entries[url] = (entry, state.clock)
+            state.bytes += entry.cost
+            state.statistics.stored += 1
+            // Least recently used out until it fits: a scan per eviction, fine for the
+            // hundreds of entries an in-memory cache holds.
+            while state.bytes > limit, let oldest = state.entries.min(by: { $0.value.used < $1.value.used }) {
+                state.entries[oldest.key] = nil
+                state.bytes -= oldest.value.entry.cost
+                state.statistics.evicted += 1
+            }
+        }
+    }
+
+    func remove(_ url: String) {
+        state.withLock { state in
+            if let old = state.entries.removeValue(forKey: url) { state.bytes -= old.entry.cost }
+        }
+    }
+
+    func removeAll() {
+        state.withLock { state in
+            state.entries = [:]
+            state.bytes = 0
+        }
+    }
+}

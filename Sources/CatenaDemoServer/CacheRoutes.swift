@@ -1,0 +1,109 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// HTTP caching on the demo server: validators and `Cache-Control` on GET answers,
+/// 304 for conditional requests that match, and a route to test a cache with.
+enum CacheRoutes {
+    /// When the demo data last changed (it never does): the `Last-Modified` of every
+    /// data route.
+    static let dataLastModified = Date(timeIntervalSince1970: 1_780_000_000)
+
+    /// Full answers and 304s per key of `/api/cache/{key}`.
+    final class Counts: Sendable {
+        let table = Mutex<[String: (full: Int, notModified: Int)]>([:])
+    }
+
+    /// `body` as a GET answer a cache can keep: `ETag` (a hash of the body),
+    /// `Last-Modified`, `Cache-Control`. Answers 304 without a body when the request's
+    /// `If-None-Match` (or, without one, `If-Modified-Since`) says the client has it.
+    static func cacheable(
+        _ request: Request,
+        body: ByteBuffer,
+        status: HTTPResponse.Status = .ok,
+        cacheControl: String? = "no-cache",
+        eTag: Bool = true,
+        lastModified: Date? = dataLastModified,
+        extra: HTTPFields = [:]
+    ) -> Response {
+        var headers = extra
+        headers[.contentType] = headers[.contentType] ?? "application/json; charset=utf-8"
+        if let cacheControl { headers[.cacheControl] = cacheControl }
+        let tag = eTag ? "\"\(fnv1a(body).hex)\"" : nil
+        if let tag { headers[.eTag] = tag }
+        if let lastModified { headers[.lastModified] = LoaderRoutes.httpDate(lastModified) }
+        if status == .ok, isNotModified(request, tag: tag, lastModified: lastModified) {
+            return Response(status: .notModified, headers: headers)
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    static func isNotModified(_ request: Request, tag: String?, lastModified: Date?) -> Bool {
+        if let asked = request.headers[.ifNoneMatch] {
+            guard let tag else { return false }
+            let weak = { (value: Substring) in value.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "W/", with: "") }
+            return asked.split(separator: ",").contains { weak($0) == "*" || weak($0) == tag }
+        }
+        if let since = request.headers[.ifModifiedSince], let lastModified, let date = LoaderRoutes.parseHTTPDate(since) {
+            return lastModified.timeIntervalSince1970.rounded(.down) <= date.timeIntervalSince1970
+        }
+        return false
+    }
+
+    /// FNV-1a, 64 bits: a stable hash of the body for the ETag.
+    static func fnv1a(_ buffer: ByteBuffer) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        buffer.withUnsafeReadableBytes { bytes in
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash &*= 0x100_0000_01b3
+            }
+        }
+        return hash
+    }
+
+    static func add(to router: Router<DemoRoutes.Context>) {
+        let counts = Counts()
+        let api = router.group("api")
+
+        // A resource to test caches with. Query: `max_age`, `no_store`, `no_cache`,
+        // `public`, `etag=0`, `last_modified=0`, `vary` (a header name), `size` (body
+        // bytes). The body names the key and counts full answers, so a client can tell
+        // a cached body from a new one.
+        api.get("cache/:key") { request, context in
+            let key = context.parameters.get("key") ?? "default"
+            let query = request.uri.queryParameters
+            var directives: [String] = []
+            if let maxAge = query.get("max_age", as: Int.self) { directives.append("max-age=\(maxAge)") }
+            if query.get("no_store") == "1" { directives.append("no-store") }
+            if query.get("no_cache") == "1" { directives.append("no-cache") }
+            if query.get("public") == "1" { directives.append("public") }
+            let size = max(0, min(query.get("size", as: Int.self) ?? 0, 1 << 20))
+            let tagged = query.get("etag") != "0"
+            let dated = query.get("last_modified") != "0"
+            var extra = HTTPFields()
+            if let vary = query.get("vary") { extra[.vary] = vary }
+            // The body only changes when asked to (`version`), so validators stay stable.
+            let version = query.get("version") ?? "1"
+            let padding = String(repeating: "x", count: size)
+            let body = ByteBuffer(string: #"{"key":"\#(key)","version":"\#(version)","padding":"\#(padding)"}"#)
+            let response = cacheable(request, body: body, cacheControl: directives.isEmpty ? nil : directives.joined(separator: ", "),
+                                     eTag: tagged, lastModified: dated ? dataLastModified : nil, extra: extra)
+            counts.table.withLock { table in
+                if response.status == .notModified { table[key, default: (0, 0)].notModified += 1 } else { table[key, default: (0, 0)].full += 1 }
+            }
+            return response
+        }
+
+        api.get("cache-stats/:key") { _, context in
+            let key = context.parameters.get("key") ?? "default"
+            let (full, notModified) = counts.table.withLock { $0[key] ?? (0, 0) }
+            return DemoRoutes.rawJSON(#"{"full":\#(full),"notModified":\#(notModified)}"#, status: .ok)
+        }
+    }
+}
+
+extension UInt64 {
+    var hex: String { String(self, radix: 16) }
+}

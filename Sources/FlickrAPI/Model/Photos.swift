@@ -1,3 +1,5 @@
+public import Catena
+
 /// `flickr.photos.getRecent`'s answer: `{"photos": {...}, "stat": "ok"}`.
 public struct RecentPhotos: Codable, Sendable, Hashable {
     public let photos: PhotoPage
@@ -54,4 +56,11 @@ public struct PhotoSizes: Codable, Sendable, Hashable {
 
     /// The largest size, by area.
     public var largest: Size? { sizes.size.max { $0.width * $0.height < $1.width * $1.height } }
+}
+
+/// Flickr pages by `page` / `pages`: a ``Catena/ContentLoader`` can append them.
+extension RecentPhotos: PagedContent {
+    public var items: [Photo] { photos.photo }
+    public var pageNumber: Int { photos.page }
+    public var pageCount: Int { photos.pages }
 }

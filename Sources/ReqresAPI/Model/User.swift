@@ -1,3 +1,5 @@
+public import Catena
+
 /// A user as the reqres.in API describes one.
 public struct User: Codable, Sendable, Hashable, Identifiable {
     public let id: Int
@@ -39,4 +41,11 @@ public struct UserPage: Codable, Sendable, Hashable {
 /// The envelope of `GET /api/users/{id}`.
 public struct SingleUser: Codable, Sendable, Hashable {
     public let data: User
+}
+
+/// reqres pages by `page` / `total_pages`: a ``Catena/ContentLoader`` can append them.
+extension UserPage: PagedContent {
+    public var items: [User] { data }
+    public var pageNumber: Int { page }
+    public var pageCount: Int { totalPages }
 }

@@ -23,6 +23,12 @@ struct UsersDemo: AsyncParsableCommand {
     @Option(help: "async: async/await; operations: CatenaOperations on an OperationQueue (seed 000's way).")
     var engine = Engine.async
 
+    @Flag(help: "Watch a content loader load the user list page after page, then refresh it once, through an HTTP cache.")
+    var watch = false
+
+    @Option(help: "Users per page with --watch.")
+    var perPage = 4
+
     @Flag(help: "Also create a user (POST /api/users).")
     var create = false
 
@@ -32,8 +38,72 @@ struct UsersDemo: AsyncParsableCommand {
     @Flag(help: "Also delete the user (DELETE /api/users/{id}).")
     var delete = false
 
+    func validate() throws {
+        guard perPage >= 1 else { throw ValidationError("--per-page must be at least 1") }
+        guard !watch || (!create && !update && !delete && userID == nil && engine == .async) else {
+            throw ValidationError("--watch runs on its own: leave out --user-id, --create, --update, --delete and --engine")
+        }
+    }
+
     func run() async throws {
+        if watch {
+            let cache = HTTPCache()
+            await connection.runDemo(wrapping: { cache --> $0 }) { chain, server in
+                try await watchPages(Client(chain), cache: cache, server: server)
+            }
+            return
+        }
         await connection.runDemo { chain, server in try await runChain(chain, server: server) }
+    }
+
+    /// A content loader pages through the user list, printing each state as it
+    /// changes, then refreshes once: the HTTP cache below it revalidates (304).
+    @MainActor
+    func watchPages(_ client: Client, cache: HTTPCache, server: ServerDescription) async throws {
+        print("A content loader: the user list page after page, then one refresh, through an HTTP cache")
+        print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
+        print("transport  \(server.transport)")
+        print()
+        let perPage = perPage
+        let loader = ContentLoader(client: client, pages: { ListUsersEndpoint(page: $0, perPage: perPage) })
+        let start = ContinuousClock.now
+        let token = loader.observe { state in
+            let detail: String = switch state {
+            case .initial: ""
+            case .loading(let cache): cache.map { "showing \($0.items.count) users" } ?? ""
+            case .success(let pages): "page \(pages.loadedPages) of \(pages.pageCount), \(pages.items.count) users"
+            case .failure(let error, _): "\(error)"
+            }
+            let name = switch state {
+            case .initial: "initial"
+            case .loading: "loading"
+            case .success: "success"
+            case .failure: "failure"
+            }
+            print("  \(Terminal.milliseconds(ContinuousClock.now - start).leftPadding(9))  \(name.padding(8))  \(detail)")
+        }
+        defer { token.cancel() }
+        while loader.startLoading() {
+            try await settled(loader)
+        }
+        print("  refresh")
+        loader.refresh()
+        try await settled(loader)
+        let stats = cache.statistics
+        let responses = stats.misses + stats.fromCache
+        print()
+        print("users      \(loader.state.content?.items.count ?? 0) shown after the refresh (page 1)")
+        print("responses  \(responses): \(stats.misses) from the server, \(stats.fromCache) from the cache (\(stats.revalidated) revalidated with 304, \(stats.hits) fresh)")
+        print("total      \(Terminal.milliseconds(ContinuousClock.now - start))")
+    }
+
+    /// Waits until `loader` has stopped loading; throws its error if it failed.
+    @MainActor
+    func settled<Content>(_ loader: ContentLoader<Content>) async throws {
+        for await state in loader.states where !state.isLoading {
+            if let error = state.error { throw error }
+            return
+        }
     }
 
     func runChain(_ chain: any HTTPLoader, server: ServerDescription) async throws {

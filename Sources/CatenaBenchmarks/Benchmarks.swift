@@ -32,7 +32,7 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    var sections: Set<String> = ["http", "operations"]
+    var sections: Set<String> = ["http", "operations", "cache"]
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -43,9 +43,9 @@ struct Settings {
             case ("--requests", let value?): requests = value
             case ("--rounds", let value?): rounds = value
             case ("--in-flight", let value?): inFlight = value
-            case ("--only", _) where text.map(["http", "operations"].contains) == true: sections = [text!]
+            case ("--only", _) where text.map(["http", "operations", "cache"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--only http|operations]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--only http|operations|cache]")
                 exit(2)
             }
         }
@@ -221,6 +221,9 @@ enum Benchmarks {
         print()
         if settings.sections.contains("operations") {
             try await operationChains(base: base, rounds: max(9, settings.rounds / 2))
+        }
+        if settings.sections.contains("cache") {
+            try await cacheBenchmark(base: base, rounds: max(3, settings.rounds / 5))
         }
         guard settings.sections.contains("http") else {
             await server.stop()

@@ -1,4 +1,5 @@
 public import Foundation
+import Catena
 
 /// An operation that produces a `Result`.
 public protocol ProducesResult<Output>: Operation {
@@ -53,9 +54,11 @@ public struct OperationError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
-    /// Whether `error` is a cancellation, of an operation or of a task.
+    /// Whether `error` is a cancellation: of an operation, of a task, or of a request
+    /// (`CatenaError` with code `cancelled`, as an ``EndpointOperation`` cancelled in
+    /// flight reports).
     public static func isCancellation(_ error: any Error) -> Bool {
-        (error as? OperationError)?.code == .cancelled || error is CancellationError
+        (error as? OperationError)?.code == .cancelled || error is CancellationError || (error as? CatenaError)?.code == .cancelled
     }
 }
 

@@ -20,8 +20,9 @@ public struct TransferProgress: Sendable, Equatable {
 }
 
 /// Reports how much of a request's body has been sent. Set it on a request (or use
-/// ``Client/upload(_:)``). Transports that stream bodies (AsyncHTTPClient) report as
-/// they send each chunk; URLSession on Linux reports the start and the end.
+/// ``Client/upload(_:)``). Both transports report as the body goes out;
+/// `URLSessionTransport` over a session you gave it reports only the start and the end
+/// on Linux (there, only a session-level delegate hears about bytes sent).
 public enum UploadProgress: RequestOption {
     public static let defaultValue: (@Sendable (TransferProgress) -> Void)? = nil
 }

@@ -51,14 +51,18 @@ public struct URLSessionTransport: HTTPLoader {
         for field in request.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
-        if let data = try await request.bodyData() {
-            request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(data.count)))
-            urlRequest.httpBody = data
+        let body = try await request.bodyData()
+        if let body {
+            request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
+            urlRequest.httpBody = body
             if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
                 urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
             }
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        if session === Self.sharedSession, request[option: DownloadDestination.self] != nil || request[option: UploadProgress.self] != nil {
+            return try await transfer(urlRequest, body: body, request: request, timeout: timeout)
+        }
 
         let data: Data
         let urlResponse: URLResponse
@@ -74,10 +78,11 @@ public struct URLSessionTransport: HTTPLoader {
             throw CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response")
         }
         if let destination = request[option: DownloadDestination.self], (200..<300).contains(http.statusCode) {
-            // On Linux a URLSession task delivers no delegate callbacks unless the session
-            // itself has the delegate (a task-level one receives none, measured), so the
-            // body arrives whole and is written out here: progress reports only its start
-            // and end, and the body is in memory once. AsyncHTTPClientTransport streams it.
+            // A session of your own: on Linux a URLSession task delivers no delegate
+            // callbacks unless the session itself has the delegate (a task-level one
+            // receives none, measured), so the body arrives whole and is written out
+            // here: progress reports only its start and end. Catena's own session sends
+            // transfers through its transfer session instead, which streams.
             let writer = try DownloadWriter(destination, expectedLength: Int64(data.count), request: request)
             try writer.write(data, request: request)
             try writer.finish(request: request)
@@ -177,6 +182,42 @@ public struct URLSessionTransport: HTTPLoader {
 struct TotalTimeoutReached: Error {}
 
 extension URLSessionTransport {
+    /// Sends an upload or download through the transfer session: progress as bytes go
+    /// out, the body straight to its file as it comes in; the same total deadline and
+    /// cancellation as a data task.
+    private func transfer(_ urlRequest: URLRequest, body: Data?, request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+        let call = TransferCall(request: request)
+        let outcome: TransferOutcome
+        do {
+            outcome = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let task: URLSessionTask
+                    if let body {
+                        var bodiless = urlRequest
+                        bodiless.httpBody = nil
+                        task = TransferSession.session.uploadTask(with: bodiless, from: body)
+                    } else {
+                        task = TransferSession.session.dataTask(with: urlRequest)
+                    }
+                    call.start(task, timeout: timeout, continuation: continuation)
+                }
+            } onCancel: {
+                call.cancel()
+            }
+        } catch let error as CatenaError {
+            throw error
+        } catch {
+            throw Self.map(error, request: request, timeout: timeout)
+        }
+        if let sent = body?.count {
+            request[option: UploadProgress.self]?(TransferProgress(completed: Int64(sent), total: Int64(sent)))
+        }
+        let http = outcome.response
+        let downloaded = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
+        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
+                           headerFields: Self.fields(of: http), body: downloaded ? Data() : outcome.body, request: request)
+    }
+
     /// Sends `urlRequest` with a data task. The task is cancelled when the calling task
     /// is, or when `timeout` has passed since it started; the continuation is resumed
     /// exactly once, by the task's completion handler.

@@ -23,9 +23,9 @@ struct DownloadTests {
         #expect(try Data(contentsOf: file) == patternData(size))
         #expect(!FileManager.default.fileExists(atPath: file.path + ".part"))
         let seen = updates.withLock { $0 }
-        // AsyncHTTPClient streams the body and reports each chunk; URLSession on Linux
-        // only hands the body over whole, so it reports the start and the end.
-        #expect(seen.count > (kind == .asyncHTTPClient ? 2 : 1), "progress came in steps: \(seen.count)")
+        // Both transports stream the body to the file and report each chunk (URLSession
+        // through Catena's transfer session, whose session-level delegate hears them).
+        #expect(seen.count > 10, "progress came in steps: \(seen.count)")
         #expect(seen.last == TransferProgress(completed: Int64(size), total: Int64(size)))
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.completed <= $1.completed })
     }

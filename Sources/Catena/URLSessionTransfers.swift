@@ -2,7 +2,6 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Dispatch
 import Synchronization
 
 /// Catena's session for uploads and downloads that report progress.
@@ -74,10 +73,6 @@ final class TransferRouter: NSObject, URLSessionDataDelegate, Sendable {
 final class TransferCall: Sendable {
     private struct State {
         var continuation: CheckedContinuation<TransferOutcome, any Error>?
-        var task: URLSessionTask?
-        var timer: DispatchWorkItem?
-        var cancelled = false
-        var timedOut = false
         var response: HTTPURLResponse?
         var body = Data()
         var writer: DownloadWriter?
@@ -87,6 +82,8 @@ final class TransferCall: Sendable {
 
     private let request: APIRequest
     private let state = Mutex(State())
+    /// The task, its deadline and its cancellation.
+    private let call = TaskCall()
 
     init(request: APIRequest) {
         self.request = request
@@ -96,33 +93,12 @@ final class TransferCall: Sendable {
     /// the task completes.
     func start(_ task: URLSessionTask, timeout: Duration, continuation: CheckedContinuation<TransferOutcome, any Error>) {
         TransferSession.router.register(self, for: task)
-        let cancelledEarly = state.withLock { state in
-            state.continuation = continuation
-            state.task = task
-            guard !state.cancelled else { return true }
-            let timer = DispatchWorkItem { [weak self] in self?.expire() }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds, execute: timer)
-            state.timer = timer
-            return false
-        }
-        task.resume()
-        if cancelledEarly { task.cancel() }
+        state.withLock { $0.continuation = continuation }
+        call.start(task, timeout: timeout)
     }
 
     func cancel() {
-        let task = state.withLock { state in
-            state.cancelled = true
-            return state.task
-        }
-        task?.cancel()
-    }
-
-    private func expire() {
-        let task = state.withLock { state in
-            state.timedOut = true
-            return state.task
-        }
-        task?.cancel()
+        call.cancel()
     }
 
     func sent(_ total: Int64, of expected: Int64) {
@@ -171,16 +147,14 @@ final class TransferCall: Sendable {
     }
 
     func completed(_ error: (any Error)?) {
+        let timedOut = call.finish()
         let (continuation, outcome) = state.withLock { state -> (CheckedContinuation<TransferOutcome, any Error>?, Result<TransferOutcome, any Error>) in
-            state.timer?.cancel()
-            state.timer = nil
             defer {
                 state.continuation = nil
                 state.writer = nil
-                state.task = nil
             }
             if let failure = state.failure { return (state.continuation, .failure(failure)) }
-            if let error { return (state.continuation, .failure(state.timedOut && !state.cancelled ? TotalTimeoutReached() : error)) }
+            if let error { return (state.continuation, .failure(timedOut ? TotalTimeoutReached() : error)) }
             guard let response = state.response else { return (state.continuation, .failure(URLError(.badServerResponse))) }
             if let writer = state.writer {
                 do throws(CatenaError) {

@@ -225,7 +225,7 @@ extension URLSessionTransport {
     /// URLRequest.timeoutInterval alone would only bound inactivity: a body trickling
     /// in a byte at a time never trips it. The timer bounds the whole exchange.
     private func send(_ urlRequest: URLRequest, timeout: Duration) async throws -> (Data, URLResponse) {
-        let call = DataTaskCall()
+        let call = TaskCall()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let task = session.dataTask(with: urlRequest) { data, response, error in
@@ -274,10 +274,11 @@ final class CredentialStrippingRedirects: NSObject, URLSessionTaskDelegate, Send
     }
 }
 
-/// The shared state of one data task: who may cancel it, and whether the timer did.
-private final class DataTaskCall: Sendable {
+/// The shared state of one URLSession task: who may cancel it, and whether the total
+/// deadline did. Data tasks and transfers (``TransferCall``) both run through it.
+final class TaskCall: Sendable {
     private struct State {
-        var task: URLSessionDataTask?
+        var task: URLSessionTask?
         var timer: DispatchWorkItem?
         var cancelled = false
         var timedOut = false
@@ -289,7 +290,7 @@ private final class DataTaskCall: Sendable {
     /// Starts `task` and its deadline, unless the caller was cancelled already. The
     /// timer lives inside the lock: scheduling and cancelling a work item never block
     /// or call back synchronously.
-    func start(_ task: URLSessionDataTask, timeout: Duration) {
+    func start(_ task: URLSessionTask, timeout: Duration) {
         let cancelledEarly = state.withLock { state in
             state.task = task
             guard !state.cancelled else { return true }
@@ -312,14 +313,14 @@ private final class DataTaskCall: Sendable {
 
     private func expire() {
         let task = state.withLock { state in
-            guard !state.finished, !state.cancelled else { return nil as URLSessionDataTask? }
+            guard !state.finished, !state.cancelled else { return nil as URLSessionTask? }
             state.timedOut = true
             return state.task
         }
         task?.cancel()
     }
 
-    /// Called once, from the completion handler. Returns whether the timer fired.
+    /// Called once, when the task completed. Returns whether the deadline cancelled it.
     func finish() -> Bool {
         state.withLock { state in
             state.finished = true

@@ -116,7 +116,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
         } else if let data = try await request.bodyData() {
-            outgoing.body = .bytes(data)
+            if request[option: UploadProgress.self] != nil, data.count > Self.progressChunkSize {
+                // Handed over whole, the bytes would be sent without a word until the end:
+                // as chunks, progress follows what AsyncHTTPClient has pulled and sent.
+                let length = Int64(data.count)
+                outgoing.body = try Self.streamedBody((length, { Self.chunks(of: data) }), request: request)
+            } else {
+                outgoing.body = .bytes(data)
+            }
         }
         let timeout = request.timeout ?? self.timeout
         let limit = request[option: MaximumResponseSize.self]
@@ -181,6 +188,22 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
         } catch where expired.load(ordering: .acquiring) {
             throw HTTPClientError.deadlineExceeded
+        }
+    }
+
+    /// The size of the pieces an in-memory body is sent in when its progress is watched.
+    static let progressChunkSize = 64 * 1024
+
+    /// `data` in pieces of ``progressChunkSize`` (slices share its storage).
+    static func chunks(of data: Data) -> AsyncThrowingStream<Data, any Error> {
+        AsyncThrowingStream { continuation in
+            var start = data.startIndex
+            while start < data.endIndex {
+                let end = data.index(start, offsetBy: progressChunkSize, limitedBy: data.endIndex) ?? data.endIndex
+                continuation.yield(data[start..<end])
+                start = end
+            }
+            continuation.finish()
         }
     }
 

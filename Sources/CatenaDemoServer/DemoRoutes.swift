@@ -134,6 +134,28 @@ enum DemoRoutes {
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: body))
         }
 
+        // Reads the request body slowly (`interval` seconds between chunks), so that a
+        // client's upload stalls and can be cancelled mid-way; then answers with the
+        // byte count. `GET /api/slow-upload/stats?key=` says how far each key got.
+        let slowUploads = Mutex<[String: (bytes: Int, complete: Bool)]>([:])
+        api.post("slow-upload") { request, _ in
+            let key = request.uri.queryParameters.get("key") ?? "default"
+            let interval = min(max(request.uri.queryParameters.get("interval", as: Double.self) ?? 0.05, 0), 5)
+            var total = 0
+            for try await chunk in request.body {
+                total += chunk.readableBytes
+                slowUploads.withLock { $0[key] = (total, false) }
+                try await Task.sleep(for: .seconds(interval))
+            }
+            slowUploads.withLock { $0[key] = (total, true) }
+            return rawJSON(#"{"bytes":\#(total)}"#, status: .ok)
+        }
+        api.get("slow-upload/stats") { request, _ in
+            let key = request.uri.queryParameters.get("key") ?? "default"
+            let (bytes, complete) = slowUploads.withLock { $0[key] ?? (0, false) }
+            return rawJSON(#"{"bytes":\#(bytes),"complete":\#(complete)}"#, status: .ok)
+        }
+
         // N deterministic bytes: byte i is i % 251.
         api.get("bytes/:count") { _, context in
             guard let count = context.parameters.get("count", as: Int.self), (0...maximumBodySize).contains(count) else {

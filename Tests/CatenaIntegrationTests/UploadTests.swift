@@ -27,6 +27,41 @@ struct UploadTests {
         #expect(transfer.foundationProgress.fractionCompleted == 1)
     }
 
+    struct SlowUpload: DataEndpoint {
+        let key: String
+        let body: Data
+        func makeRequest() throws -> APIRequest {
+            try .post("api", "slow-upload", query: .items(["key": key, "interval": "0.05"]), body: .data(body))
+        }
+    }
+
+    struct SlowUploadStats: Decodable { let bytes: Int; let complete: Bool }
+
+    @Test("a cancelled upload stops: the call ends as cancelled and the server never gets the whole body", arguments: TransportKind.allCases)
+    func cancelledUpload(kind: TransportKind) async throws {
+        let key = uniqueKey()
+        let size = 16 * 1024 * 1024
+        let client = try await demoClient(kind)
+        let transfer = client.upload(SlowUpload(key: key, body: randomData(size)))
+        // Wait until some of the body has gone out (the server reads it slowly).
+        var sent: Int64 = 0
+        for await update in transfer.progress where update.completed > 0 {
+            sent = update.completed
+            break
+        }
+        #expect(sent > 0 && sent < Int64(size))
+        let cancelledAt = ContinuousClock.now
+        transfer.cancel()
+        let error = await #expect(throws: CatenaError.self) { try await transfer.value() }
+        #expect(error?.code == .cancelled)
+        #expect(ContinuousClock.now - cancelledAt < .seconds(2), "cancelled, not waited out")
+        try await Task.sleep(for: .milliseconds(300))
+        let stats = try await TransportKind.asyncHTTPClient.chain()
+            .load(try APIRequest(.get, path: ["api", "slow-upload", "stats"], query: [URLQueryItem(name: "key", value: key)]))
+            .decode(SlowUploadStats.self)
+        #expect(!stats.complete && stats.bytes < size, "the server stopped receiving at \(stats.bytes) of \(size) bytes")
+    }
+
     @Test("a stream body is opened afresh for every retry attempt")
     func streamReopenedPerAttempt() async throws {
         let opens = Atomic<Int>(0)

@@ -60,26 +60,7 @@ extension GroupOperation {
         _ operations: [ResultOperation<Element>],
         maxConcurrent: Int = OperationQueue.defaultMaxConcurrentOperationCount
     ) -> GroupOperation<[Result<Element, any Error>]> where Output == [Result<Element, any Error>] {
-        GroupOperation(
-            maxConcurrent: maxConcurrent,
-            run: { queue, done in
-                let remaining = Locked(operations.count)
-                guard !operations.isEmpty else { return done(.success([])) }
-                for operation in operations {
-                    operation.whenFinished {
-                        let last = remaining.withLock { count -> Bool in
-                            count -= 1
-                            return count == 0
-                        }
-                        if last { done(.success(operations.map { $0.output ?? .failure(OperationError(.noResult, operation: $0.label)) })) }
-                    }
-                }
-                queue.addOperations(operations, waitUntilFinished: false)
-            },
-            // Last first: cancelling a running child frees a slot, and the queue must
-            // find the children behind it already cancelled.
-            stop: { for operation in operations.reversed() { operation.cancel() } }
-        )
+        running(operations, maxConcurrent: maxConcurrent) { .success($0) }
     }
 
     /// A group that runs `operations`, at most `maxConcurrent` at once, and produces all
@@ -89,16 +70,35 @@ extension GroupOperation {
         _ operations: [ResultOperation<Element>],
         maxConcurrent: Int = OperationQueue.defaultMaxConcurrentOperationCount
     ) -> GroupOperation<[Element]> where Output == [Element] {
-        let collecting = GroupOperation<[Result<Element, any Error>]>.collecting(operations, maxConcurrent: maxConcurrent)
-        return GroupOperation(
-            maxConcurrent: 1,
+        running(operations, maxConcurrent: maxConcurrent) { results in Result { try results.map { try $0.get() } } }
+    }
+
+    /// A group that runs `operations` on its queue and, once every one finished,
+    /// produces `combine` of their results in order.
+    private static func running<Element: Sendable>(
+        _ operations: [ResultOperation<Element>],
+        maxConcurrent: Int,
+        combine: @escaping @Sendable ([Result<Element, any Error>]) -> Result<Output, any Error>
+    ) -> GroupOperation<Output> {
+        GroupOperation(
+            maxConcurrent: maxConcurrent,
             run: { queue, done in
-                collecting.addResultBlock { results in
-                    done(Result { try results.get().map { try $0.get() } })
+                let remaining = Locked(operations.count)
+                guard !operations.isEmpty else { return done(combine([])) }
+                for operation in operations {
+                    operation.whenFinished {
+                        let last = remaining.withLock { count -> Bool in
+                            count -= 1
+                            return count == 0
+                        }
+                        if last { done(combine(operations.map { $0.output ?? .failure(OperationError(.noResult, operation: $0.label)) })) }
+                    }
                 }
-                queue.addOperation(collecting)
+                queue.addOperations(operations, waitUntilFinished: false)
             },
-            stop: { collecting.cancel() }
+            // Last first: cancelling a running child frees a slot, and the queue must
+            // find the children behind it already cancelled.
+            stop: { for operation in operations.reversed() { operation.cancel() } }
         )
     }
 }

@@ -174,21 +174,18 @@ final class StepList: Sendable {
 
 /// Remembers whether a chain (and its copies) has been started.
 private final class Launch: Sendable {
-    private let runnerBox = Locked<ChainRunner?>(nil)
-    private let started = Locked(false)
+    /// Nil until started; then the runner.
+    private let started = Locked<ChainRunner?>(nil)
 
-    var runner: ChainRunner? { runnerBox.withLock { $0 } }
+    var runner: ChainRunner? { started.withLock { $0 } }
 
     /// Makes and records the runner the first time; nil after that.
     func begin(_ make: () -> ChainRunner) -> ChainRunner? {
-        let first = started.withLock { started -> Bool in
-            defer { started = true }
-            return !started
+        started.withLock { runner in
+            guard runner == nil else { return nil }
+            runner = make()
+            return runner
         }
-        guard first else { return nil }
-        let runner = make()
-        runnerBox.withLock { $0 = runner }
-        return runner
     }
 }
 

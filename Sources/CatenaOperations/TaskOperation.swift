@@ -42,11 +42,6 @@ open class TaskOperation<Input: Sendable, Output: Sendable>: ConsumingOperation<
     public final override func cancelled() {
         lock.withLock { task }?.cancel()
     }
-
-    override func prepareToFinish() {
-        super.prepareToFinish()
-        lock.withLock { task = nil }
-    }
 }
 
 /// Sends an endpoint through a ``Client`` and produces its content. Cancelling the

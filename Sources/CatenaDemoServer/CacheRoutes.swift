@@ -22,11 +22,6 @@ enum CacheRoutes {
         static let data = LastModified(Date(timeIntervalSince1970: 1_780_000_000))
     }
 
-    /// Full answers and 304s per key of `/api/cache/{key}`.
-    final class Counts: Sendable {
-        let table = Mutex<[String: (full: Int, notModified: Int)]>([:])
-    }
-
     /// `body` as a GET answer a cache can keep: `ETag` (a hash of the body),
     /// `Last-Modified`, `Cache-Control`. Answers 304 without a body when the request's
     /// `If-None-Match` (or, without one, `If-Modified-Since`) says the client has it.
@@ -76,10 +71,12 @@ enum CacheRoutes {
     }
 
     static func add(to router: Router<DemoRoutes.Context>) {
-        let counts = Counts()
+        // Full answers and 304s per key of `/api/cache/{key}`.
+        let counts = Mutex<[String: (full: Int, notModified: Int)]>([:])
         let api = router.group("api")
 
-        // A resource to test caches with. Query: `max_age`, `no_store`, `no_cache`,
+        // A resource to test caches with. Query: `max_age`, `expires` (seconds ahead, or
+        // a raw value), `no_store`, `no_cache`,
         // `public`, `etag=0`, `last_modified=0`, `vary` (a header name), `size` (body
         // bytes). The body names the key and counts full answers, so a client can tell
         // a cached body from a new one.
@@ -96,13 +93,19 @@ enum CacheRoutes {
             let dated = query.get("last_modified") != "0"
             var extra = HTTPFields()
             if let vary = query.get("vary") { extra[.vary] = vary }
+            if let seconds = query.get("expires", as: Double.self) {
+                extra[.expires] = LoaderRoutes.httpDate(Date().addingTimeInterval(seconds))
+                extra[.date] = LoaderRoutes.httpDate(Date())
+            } else if let expires = query.get("expires") {
+                extra[.expires] = expires   // as given: "0" and other invalid dates mean "already expired"
+            }
             // The body only changes when asked to (`version`), so validators stay stable.
             let version = query.get("version") ?? "1"
             let padding = String(repeating: "x", count: size)
             let body = ByteBuffer(string: #"{"key":"\#(key)","version":"\#(version)","padding":"\#(padding)"}"#)
             let response = cacheable(request, body: body, cacheControl: directives.isEmpty ? nil : directives.joined(separator: ", "),
                                      eTag: tagged, lastModified: dated ? .data : nil, extra: extra)
-            counts.table.withLock { table in
+            counts.withLock { table in
                 if response.status == .notModified { table[key, default: (0, 0)].notModified += 1 } else { table[key, default: (0, 0)].full += 1 }
             }
             return response
@@ -110,7 +113,7 @@ enum CacheRoutes {
 
         api.get("cache-stats/:key") { _, context in
             let key = context.parameters.get("key") ?? "default"
-            let (full, notModified) = counts.table.withLock { $0[key] ?? (0, 0) }
+            let (full, notModified) = counts.withLock { $0[key] ?? (0, 0) }
             return DemoRoutes.rawJSON(#"{"full":\#(full),"notModified":\#(notModified)}"#, status: .ok)
         }
     }

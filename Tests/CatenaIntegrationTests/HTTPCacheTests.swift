@@ -55,6 +55,18 @@ struct HTTPCacheTests {
         #expect(try await cacheStats(key) == CacheStats(full: 2, notModified: 0))
     }
 
+    @Test("Expires gives freshness when there is no max-age; an invalid Expires means already expired")
+    func expires() async throws {
+        let cache = HTTPCache()
+        let loader = try await chain(cache)
+        let fresh = uniqueKey()
+        for _ in 0..<2 { _ = try await loader.load(try cacheRequest(fresh, ["expires": "3600", "etag": "0", "last_modified": "0"])) }
+        #expect(try await cacheStats(fresh) == CacheStats(full: 1, notModified: 0))
+        let expired = uniqueKey()
+        for _ in 0..<2 { _ = try await loader.load(try cacheRequest(expired, ["expires": "never", "last_modified": "0"])) }
+        #expect(try await cacheStats(expired) == CacheStats(full: 1, notModified: 1), "stored for its ETag, but revalidated")
+    }
+
     @Test("a stale entry is revalidated with If-None-Match and a 304 serves it", arguments: TransportKind.allCases)
     func revalidateETag(kind: TransportKind) async throws {
         let clock = TestClock()

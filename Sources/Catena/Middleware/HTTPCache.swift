@@ -148,6 +148,8 @@ struct CacheEntry: Sendable {
     /// Request header values named by the response's `Vary`.
     let varying: [HTTPField.Name: String]
     let directives: CacheControl
+    /// How long the response stays fresh, in seconds.
+    let lifetime: TimeInterval
 
     static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 410]
     static let credentialFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
@@ -169,6 +171,7 @@ struct CacheEntry: Sendable {
         self.receivedAt = receivedAt
         self.varying = varying
         self.directives = directives
+        self.lifetime = Self.lifetime(of: response.headerFields, directives: directives, receivedAt: receivedAt)
         guard lifetime > 0 || hasValidator else { return nil }
     }
 
@@ -179,6 +182,7 @@ struct CacheEntry: Sendable {
         self.receivedAt = receivedAt
         varying = entry.varying
         directives = CacheControl(headerFields[.cacheControl])
+        lifetime = Self.lifetime(of: headerFields, directives: directives, receivedAt: receivedAt)
     }
 
     /// The body and header fields, roughly, in bytes.
@@ -187,11 +191,12 @@ struct CacheEntry: Sendable {
     var hasValidator: Bool { headerFields[.eTag] != nil || headerFields[.lastModified] != nil }
 
     /// How long the response stays fresh, in seconds: `max-age`, else `Expires` - `Date`.
-    var lifetime: TimeInterval {
+    /// Worked out once per stored response (dates are costly to parse), not per lookup.
+    static func lifetime(of fields: HTTPFields, directives: CacheControl, receivedAt: Date) -> TimeInterval {
         if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
-        if let expires = headerFields[.expires] {
+        if let expires = fields[.expires] {
             guard let expiry = HTTPDate.parse(expires) else { return 0 }   // an invalid Expires means "already expired"
-            let date = headerFields[.date].flatMap(HTTPDate.parse) ?? receivedAt
+            let date = fields[.date].flatMap(HTTPDate.parse) ?? receivedAt
             return max(0, expiry.timeIntervalSince(date))
         }
         return 0

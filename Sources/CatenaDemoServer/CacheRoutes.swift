@@ -37,7 +37,7 @@ enum CacheRoutes {
         var headers = extra
         headers[.contentType] = headers[.contentType] ?? "application/json; charset=utf-8"
         if let cacheControl { headers[.cacheControl] = cacheControl }
-        let tag = eTag ? "\"\(fnv1a(body).hex)\"" : nil
+        let tag = eTag ? "\"\(DemoRoutes.fnv1a(body.readableBytesView))\"" : nil
         if let tag { headers[.eTag] = tag }
         if let lastModified { headers[.lastModified] = lastModified.text }
         if status == .ok, isNotModified(request, tag: tag, lastModified: lastModified) {
@@ -56,18 +56,6 @@ enum CacheRoutes {
             return lastModified.date.timeIntervalSince1970.rounded(.down) <= date.timeIntervalSince1970
         }
         return false
-    }
-
-    /// FNV-1a, 64 bits: a stable hash of the body for the ETag.
-    static func fnv1a(_ buffer: ByteBuffer) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        buffer.withUnsafeReadableBytes { bytes in
-            for byte in bytes {
-                hash ^= UInt64(byte)
-                hash &*= 0x100_0000_01b3
-            }
-        }
-        return hash
     }
 
     static func add(to router: Router<DemoRoutes.Context>) {
@@ -117,8 +105,4 @@ enum CacheRoutes {
             return DemoRoutes.rawJSON(#"{"full":\#(full),"notModified":\#(notModified)}"#, status: .ok)
         }
     }
-}
-
-extension UInt64 {
-    var hex: String { String(self, radix: 16) }
 }

@@ -12,14 +12,21 @@ public struct Redaction: Sendable {
     public var queryNames: Set<String>
 
     /// The headers that carry credentials (Authorization, Proxy-Authorization, Cookie,
-    /// Set-Cookie) and the query names APIs commonly use for keys and tokens.
+    /// Set-Cookie, and the API-key and token headers APIs commonly use) and the query
+    /// names APIs commonly use for keys and tokens.
     public static let `default` = Redaction(
-        headerNames: [.authorization, .proxyAuthorization, .cookie, .setCookie],
+        headerNames: Set([HTTPField.Name.authorization, .proxyAuthorization, .cookie, .setCookie] + commonSecretHeaders),
         queryNames: [
             "access_token", "api_key", "apikey", "api-key", "auth", "client_secret", "code", "key",
             "password", "refresh_token", "secret", "sig", "signature", "token",
         ]
     )
+
+    /// Header names that APIs commonly use for keys and tokens.
+    static let commonSecretHeaders: [HTTPField.Name] = [
+        "X-Api-Key", "Api-Key", "X-API-Token", "X-Auth-Token", "X-Access-Token", "X-Amz-Security-Token",
+        "X-Goog-Api-Key", "X-Csrf-Token", "X-Xsrf-Token", "Ocp-Apim-Subscription-Key",
+    ].compactMap { HTTPField.Name($0) }
 
     /// A redaction with exactly these names.
     public init(headerNames: Set<HTTPField.Name>, queryNames: Set<String>) {

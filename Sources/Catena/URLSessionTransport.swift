@@ -2,99 +2,112 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
-import Dispatch
 import HTTPTypes
-import Synchronization
 
 /// A transport that sends requests with `URLSession`: the default on Apple platforms,
 /// and available on Linux through FoundationNetworking.
 ///
+/// Catena makes the session itself, from Catena's configuration or yours, because it
+/// needs its own delegate on it: that delegate counts body bytes as they arrive (so
+/// ``MaximumResponseSize`` bounds memory, also for a compressed body), answers a 401's
+/// challenge with the 401 itself, and hands redirects to Catena, which follows them
+/// with the same rules on every transport (see ``Redirects``). The request's timeout is
+/// Catena's own timer over the whole exchange (corelibs URLSession rounds its own down
+/// to whole seconds and only measures silence).
+///
 /// The default session is ephemeral, with no URL cache and no cookie handling, so a
 /// response is never served from a cache you did not put in the chain and cookies are
-/// never sent behind your back. Redirects are followed.
+/// never sent behind your back.
 ///
 /// On Linux, prefer `AsyncHTTPClientTransport` (module `CatenaAsyncHTTPClient`): it
 /// was 1.6 to 4.8 times faster here and keeps connections pooled under concurrency.
 public struct URLSessionTransport: HTTPLoader {
-    /// The session requests go through. Whoever created it owns it.
-    public let session: URLSession
     /// The timeout for requests that set none (see ``RequestTimeout``).
     public let timeout: Duration
+    private let owner: URLSessionOwner
+
+    /// The session requests go through. Catena owns it: do not invalidate it.
+    public var session: URLSession { owner.session }
 
     /// A transport over the shared Catena session (ephemeral, no cache, no cookies),
     /// which lives as long as the process and needs no shutdown.
     public init(timeout: Duration = .seconds(60)) {
-        self.init(session: Self.sharedSession, timeout: timeout)
-    }
-
-    /// A transport over your own session; you own it and invalidate it when done.
-    public init(session: URLSession, timeout: Duration = .seconds(60)) {
-        self.session = session
+        self.owner = URLSessionOwner.shared
         self.timeout = timeout
     }
 
-    private static let sharedSession: URLSession = {
+    /// A transport over a new session made from `configuration`. The session is
+    /// invalidated, after its running tasks, when the last copy of the transport goes.
+    public init(configuration: URLSessionConfiguration, timeout: Duration = .seconds(60)) {
+        self.owner = URLSessionOwner(configuration: configuration, shared: false)
+        self.timeout = timeout
+    }
+
+    /// Catena's configuration: ephemeral, no URL cache, no cookies, 64 connections per host.
+    public static var defaultConfiguration: URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
         configuration.httpMaximumConnectionsPerHost = 64
-        return URLSession(configuration: configuration)
-    }()
+        return configuration
+    }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
-        let timeout = request.timeout ?? self.timeout
+        try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
+            try await send(hop, timeout: left)
+        }
+    }
+
+    /// One exchange, no redirects followed.
+    private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
         var urlRequest = URLRequest(url: try request.url())
         urlRequest.httpMethod = request.method.rawValue
-        urlRequest.timeoutInterval = timeout.seconds
+        // corelibs turns this into an idle timer of whole seconds, rounded down: keep it
+        // clear of Catena's own deadline, which is the real limit.
+        urlRequest.timeoutInterval = (timeout.seconds + 1).rounded(.up)
         for field in request.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
         let body = try await request.bodyData()
         if let body {
             request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
-            urlRequest.httpBody = body
             if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
                 urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
             }
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
-        if session === Self.sharedSession, request[option: DownloadDestination.self] != nil || request[option: UploadProgress.self] != nil {
-            return try await transfer(urlRequest, body: body, request: request, timeout: timeout)
-        }
 
-        let data: Data
-        let urlResponse: URLResponse
+        let call = URLSessionCall(request: request, timeout: timeout)
+        let outcome: URLSessionCall.Outcome
         do {
-            (data, urlResponse) = try await send(urlRequest, timeout: timeout)
+            outcome = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let task: URLSessionTask = if let body {
+                        owner.session.uploadTask(with: urlRequest, from: body)
+                    } else {
+                        owner.session.dataTask(with: urlRequest)
+                    }
+                    call.start(task, router: owner.router, continuation: continuation)
+                }
+            } onCancel: {
+                call.cancel()
+            }
+        } catch let error as CatenaError {
+            throw error
         } catch {
             throw Self.map(error, request: request, timeout: timeout)
         }
-        if let sent = urlRequest.httpBody?.count {
+        if let sent = body?.count {
             request[option: UploadProgress.self]?(TransferProgress(completed: Int64(sent), total: Int64(sent)))
         }
-        guard let http = urlResponse as? HTTPURLResponse else {
-            throw CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response")
-        }
-        if let destination = request[option: DownloadDestination.self], (200..<300).contains(http.statusCode) {
-            // A session of your own: on Linux a URLSession task delivers no delegate
-            // callbacks unless the session itself has the delegate (a task-level one
-            // receives none, measured), so the body arrives whole and is written out
-            // here: progress reports only its start and end. Catena's own session sends
-            // transfers through its transfer session instead, which streams.
-            let writer = try DownloadWriter(destination, expectedLength: Int64(data.count), request: request)
-            try writer.write(data, request: request)
-            try writer.finish(request: request)
-            return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-                               headerFields: Self.fields(of: http), body: Data(), request: request)
-        }
-        let limit = request[option: MaximumResponseSize.self]
-        guard data.count <= limit else {
-            throw CatenaError(.invalidResponse, request: request, detail: "the body has \(data.count) bytes, more than the \(limit) allowed (MaximumResponseSize)")
+        let http = outcome.response
+        guard (100...999).contains(http.statusCode) else {
+            throw CatenaError(.invalidResponse, request: request, detail: "the status code \(http.statusCode) is not a valid HTTP status")
         }
         return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-                           headerFields: Self.fields(of: http), body: data, request: request)
+                           headerFields: Self.fields(of: http), body: outcome.body, request: request)
     }
 
     static func fields(of response: HTTPURLResponse) -> HTTPFields {
@@ -144,9 +157,12 @@ public struct URLSessionTransport: HTTPLoader {
     }
 
     static func map(_ error: any Error, request: APIRequest, timeout: Duration) -> CatenaError {
-        if Task.isCancelled { return CatenaError(.cancelled, request: request, underlyingError: error) }
         if error is TotalTimeoutReached { return CatenaError(.timedOut, request: request, detail: "no complete answer within \(timeout)") }
+        if error is CancellationError || Task.isCancelled { return CatenaError(.cancelled, request: request, underlyingError: error) }
         guard let urlError = error as? URLError else { return CatenaError.wrapping(error, request: request) }
+        // corelibs reports most of libcurl's failures as `unknown`, with curl's own
+        // message as the description: that message says what happened.
+        let message = (urlError as NSError).userInfo[NSLocalizedDescriptionKey] as? String ?? ""
         let code: CatenaError.Code
         var detail: String?
         switch urlError.code {
@@ -166,168 +182,61 @@ public struct URLSessionTransport: HTTPLoader {
             code = .cannotConnect
         case .networkConnectionLost:
             code = .connectionLost
+            detail = "the connection closed before the response was complete"
+        case .unsupportedURL where request.scheme == "http" || request.scheme == "https":
+            // libcurl's "unsupported protocol" for an http URL: the answer was not HTTP
+            // (a garbage status line reads as HTTP/0.9, which it refuses).
+            code = .invalidResponse
+            detail = "the server's answer is not HTTP" + (message.isEmpty ? "" : " (\(message))")
         case .badURL, .unsupportedURL:
             code = .invalidRequest
         case .badServerResponse, .cannotParseResponse, .cannotDecodeRawData, .cannotDecodeContentData, .zeroByteResource,
              .httpTooManyRedirects, .redirectToNonExistentLocation:
-            code = .invalidResponse
+            let (classified, text) = classify(curlMessage: message)
+            code = classified == .connectionLost ? .connectionLost : .invalidResponse
+            detail = text
         default:
-            code = .unknown
+            (code, detail) = classify(curlMessage: message)
         }
         return CatenaError(code, request: request, underlyingError: urlError, detail: detail)
+    }
+
+    /// The code for one of libcurl's error messages, and the message as the detail.
+    static func classify(curlMessage message: String) -> (CatenaError.Code, String?) {
+        let text = message.lowercased()
+        guard !text.isEmpty else { return (.unknown, nil) }
+        let lost = ["transfer closed", "connection reset", "recv failure", "send failure", "connection died", "empty reply"]
+        if lost.contains(where: text.contains) { return (.connectionLost, message) }
+        // libcurl reports a head over its size limit as "Out of memory".
+        let framing = ["chunk", "unencoding", "content encoding", "header", "http/0.9", "weird server reply",
+                       "unsupported http version", "invalid status line", "content-length", "malformed", "nul byte",
+                       "out of memory"]
+        if framing.contains(where: text.contains) { return (.invalidResponse, message) }
+        return (.unknown, message)
     }
 }
 
 /// Thrown when a request's total timeout passed before its response was complete.
 struct TotalTimeoutReached: Error {}
 
-extension URLSessionTransport {
-    /// Sends an upload or download through the transfer session: progress as bytes go
-    /// out, the body straight to its file as it comes in; the same total deadline and
-    /// cancellation as a data task.
-    private func transfer(_ urlRequest: URLRequest, body: Data?, request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        let call = TransferCall(request: request)
-        let outcome: TransferOutcome
-        do {
-            outcome = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let task: URLSessionTask
-                    if let body {
-                        var bodiless = urlRequest
-                        bodiless.httpBody = nil
-                        task = TransferSession.session.uploadTask(with: bodiless, from: body)
-                    } else {
-                        task = TransferSession.session.dataTask(with: urlRequest)
-                    }
-                    call.start(task, timeout: timeout, continuation: continuation)
-                }
-            } onCancel: {
-                call.cancel()
-            }
-        } catch let error as CatenaError {
-            throw error
-        } catch {
-            throw Self.map(error, request: request, timeout: timeout)
-        }
-        if let sent = body?.count {
-            request[option: UploadProgress.self]?(TransferProgress(completed: Int64(sent), total: Int64(sent)))
-        }
-        let http = outcome.response
-        let downloaded = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
-        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-                           headerFields: Self.fields(of: http), body: downloaded ? Data() : outcome.body, request: request)
+/// Owns a session with Catena's delegate and invalidates it when the last transport
+/// that uses it goes (never for the shared one).
+final class URLSessionOwner: Sendable {
+    let session: URLSession
+    let router: URLSessionRouter
+    private let shared: Bool
+
+    static let shared = URLSessionOwner(configuration: URLSessionTransport.defaultConfiguration, shared: true)
+
+    init(configuration: URLSessionConfiguration, shared: Bool) {
+        let router = URLSessionRouter()
+        self.router = router
+        self.shared = shared
+        self.session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
     }
 
-    /// Sends `urlRequest` with a data task. The task is cancelled when the calling task
-    /// is, or when `timeout` has passed since it started; the continuation is resumed
-    /// exactly once, by the task's completion handler.
-    ///
-    /// URLRequest.timeoutInterval alone would only bound inactivity: a body trickling
-    /// in a byte at a time never trips it. The timer bounds the whole exchange.
-    private func send(_ urlRequest: URLRequest, timeout: Duration) async throws -> (Data, URLResponse) {
-        let call = TaskCall()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let task = session.dataTask(with: urlRequest) { data, response, error in
-                    let timedOut = call.finish()
-                    if let error {
-                        continuation.resume(throwing: timedOut ? TotalTimeoutReached() : error)
-                    } else if let response {
-                        continuation.resume(returning: (data ?? Data(), response))
-                    } else {
-                        continuation.resume(throwing: URLError(.badServerResponse))
-                    }
-                }
-                task.delegate = CredentialStrippingRedirects.shared
-                call.start(task, timeout: timeout)
-            }
-        } onCancel: {
-            call.cancel()
-        }
-    }
-}
-
-/// Removes credentials from a redirect to another origin (scheme, host or port).
-///
-/// URLSession on Linux forwards `Authorization`, `Proxy-Authorization` and `Cookie`
-/// to whatever host a redirect names: a token meant for one API would reach another
-/// server (found by the loader suite's redirect test). AsyncHTTPClient already strips
-/// them; this task delegate makes URLSession do the same.
-final class CredentialStrippingRedirects: NSObject, URLSessionTaskDelegate, Sendable {
-    static let shared = CredentialStrippingRedirects()
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-        guard let from = task.currentRequest?.url, let to = request.url, !Self.sameOrigin(from, to) else {
-            return completionHandler(request)
-        }
-        var stripped = request
-        for name in ["Authorization", "Proxy-Authorization", "Cookie"] {
-            stripped.setValue(nil, forHTTPHeaderField: name)
-        }
-        completionHandler(stripped)
-    }
-
-    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased() && port(a) == port(b)
-    }
-}
-
-/// The shared state of one URLSession task: who may cancel it, and whether the total
-/// deadline did. Data tasks and transfers (``TransferCall``) both run through it.
-final class TaskCall: Sendable {
-    private struct State {
-        var task: URLSessionTask?
-        var timer: DispatchWorkItem?
-        var cancelled = false
-        var timedOut = false
-        var finished = false
-    }
-
-    private let state = Mutex(State())
-
-    /// Starts `task` and its deadline, unless the caller was cancelled already. The
-    /// timer lives inside the lock: scheduling and cancelling a work item never block
-    /// or call back synchronously.
-    func start(_ task: URLSessionTask, timeout: Duration) {
-        let cancelledEarly = state.withLock { state in
-            state.task = task
-            guard !state.cancelled else { return true }
-            let timer = DispatchWorkItem { [weak self] in self?.expire() }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds, execute: timer)
-            state.timer = timer
-            return false
-        }
-        task.resume()
-        if cancelledEarly { task.cancel() }
-    }
-
-    func cancel() {
-        let task = state.withLock { state in
-            state.cancelled = true
-            return state.finished ? nil : state.task
-        }
-        task?.cancel()
-    }
-
-    private func expire() {
-        let task = state.withLock { state in
-            guard !state.finished, !state.cancelled else { return nil as URLSessionTask? }
-            state.timedOut = true
-            return state.task
-        }
-        task?.cancel()
-    }
-
-    /// Called once, when the task completed. Returns whether the deadline cancelled it.
-    func finish() -> Bool {
-        state.withLock { state in
-            state.finished = true
-            state.timer?.cancel()
-            state.timer = nil
-            return state.timedOut
-        }
+    deinit {
+        if !shared { session.finishTasksAndInvalidate() }
     }
 }
 

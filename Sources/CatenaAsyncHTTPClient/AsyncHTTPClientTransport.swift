@@ -5,6 +5,7 @@ import HTTPTypes
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOPosix
 import Synchronization
 
@@ -18,11 +19,22 @@ import Synchronization
 /// - ``init(configuration:timeout:)`` owns a client: call ``shutdown()`` when done
 ///   (or use ``withTransport(configuration:timeout:_:)``, which always does).
 ///
-/// Catena's default configuration differs from AsyncHTTPClient's in one way: a
-/// connection that cannot be established fails the request at once
-/// (`retryConnectionEstablishment = false`) instead of retrying with backoff until the
-/// request's deadline, so a refused connection reports ``CatenaError/Code/cannotConnect``
-/// in milliseconds. Put a retry loader in the chain to retry on purpose.
+/// Catena's default configuration differs from AsyncHTTPClient's in three ways:
+/// - a connection that cannot be established fails the request at once
+///   (`retryConnectionEstablishment = false`) instead of retrying with backoff until the
+///   request's deadline, so a refused connection reports
+///   ``CatenaError/Code/cannotConnect`` in milliseconds. Put a retry loader in the
+///   chain to retry on purpose;
+/// - gzip and deflate bodies are decoded (and asked for with `Accept-Encoding`), with a
+///   ratio limit against compression bombs, as URLSession does;
+/// - redirects are not followed by AsyncHTTPClient but by Catena (``Redirects``), with
+///   the same rules as on URLSession: 307 and 308 keep a streamed body, and credentials
+///   and the environment's headers never reach another origin.
+///
+/// A request that fails on a reused connection before any response head arrived (the
+/// connection was closed, or an earlier response left bytes on it that break the next
+/// one) is sent once more on another connection when it is idempotent: a healthy
+/// request never fails because of another response's framing.
 public final class AsyncHTTPClientTransport: HTTPLoader {
     /// The client requests go through.
     public let client: HTTPClient
@@ -30,14 +42,22 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     public let timeout: Duration
     private let ownsClient: Bool
     private let isShutDown = Atomic<Bool>(false)
+    /// Whether the client decodes gzip and deflate, so requests may ask for them.
+    private let decodesCompression: Bool
 
-    /// Catena's default configuration: AsyncHTTPClient's defaults, redirects followed
-    /// (at most 5, no cycles), and failing fast when a connection cannot be made.
+    /// Catena's default configuration: AsyncHTTPClient's defaults, redirects left to
+    /// Catena, gzip and deflate decoded (at most ``decompressionRatioLimit`` times the
+    /// compressed size), and failing fast when a connection cannot be made.
     public static var defaultConfiguration: HTTPClient.Configuration {
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .follow(max: 5, allowCycles: false))
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
+                                                     decompression: .enabled(limit: .ratio(decompressionRatioLimit)))
         configuration.connectionPool.retryConnectionEstablishment = false
         return configuration
     }
+
+    /// How many times its compressed size a decoded body may be before the request
+    /// fails. JSON compresses 5 to 20 times; gzip's own maximum is about 1,030.
+    public static let decompressionRatioLimit = 200
 
     private static let sharedClient = HTTPClient(
         eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: defaultConfiguration)
@@ -45,12 +65,16 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
     public convenience init(timeout: Duration = .seconds(60)) {
-        self.init(client: Self.sharedClient, owns: false, timeout: timeout)
+        self.init(client: Self.sharedClient, owns: false, decodes: true, timeout: timeout)
     }
 
     /// A transport over your client. You shut the client down when you are done.
-    public convenience init(client: HTTPClient, timeout: Duration = .seconds(60)) {
-        self.init(client: client, owns: false, timeout: timeout)
+    ///
+    /// Catena cannot read your client's configuration: set `decodesCompression` when it
+    /// has decompression enabled, so requests ask for compressed bodies. Configure it
+    /// with `redirectConfiguration: .disallow` to have Catena follow redirects.
+    public convenience init(client: HTTPClient, decodesCompression: Bool = false, timeout: Duration = .seconds(60)) {
+        self.init(client: client, owns: false, decodes: decodesCompression, timeout: timeout)
     }
 
     /// A transport that owns a new client with this configuration. Call ``shutdown()``
@@ -58,12 +82,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// background.
     public convenience init(configuration: HTTPClient.Configuration, timeout: Duration = .seconds(60)) {
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-        self.init(client: client, owns: true, timeout: timeout)
+        let decodes = if case .enabled = configuration.decompression { true } else { false }
+        self.init(client: client, owns: true, decodes: decodes, timeout: timeout)
     }
 
-    private init(client: HTTPClient, owns: Bool, timeout: Duration) {
+    private init(client: HTTPClient, owns: Bool, decodes: Bool, timeout: Duration) {
         self.client = client
         self.ownsClient = owns
+        self.decodesCompression = decodes
         self.timeout = timeout
     }
 
@@ -104,6 +130,33 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
+            do throws(CatenaError) {
+                return try await send(hop, timeout: left)
+            } catch where Self.mayResend(hop, after: error) {
+                // Failed before any response head, most likely on a reused connection
+                // that the previous response left broken: once more, on another one.
+                return try await send(hop, timeout: left)
+            }
+        }
+    }
+
+    /// Whether `request` may be sent again after `error`: it is idempotent, and the
+    /// failure came before any response head (the connection closed, or its bytes did
+    /// not parse as a response).
+    static func mayResend(_ request: APIRequest, after error: CatenaError) -> Bool {
+        guard error.response == nil, error.underlyingError is PreHeadFailure else { return false }
+        return [.get, .head, .options, .put, .delete, .trace].contains(request.method)
+    }
+
+    /// Marks a failure that happened before the response head arrived.
+    struct PreHeadFailure: Error, CustomStringConvertible {
+        let error: any Error
+        var description: String { String(describing: error) }
+    }
+
+    /// One exchange, no redirects followed.
+    private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
         var outgoing = HTTPClientRequest(url: try request.urlString())
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers.reserveCapacity(request.headerFields.count + 1)
@@ -112,6 +165,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
             outgoing.headers.add(name: "Content-Type", value: contentType)
+        }
+        if decodesCompression, request.headerFields[.acceptEncoding] == nil {
+            outgoing.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
         }
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
@@ -125,12 +181,23 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 outgoing.body = .bytes(data)
             }
         }
-        let timeout = request.timeout ?? self.timeout
         let limit = request[option: MaximumResponseSize.self]
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         do {
-            let response = try await client.execute(outgoing, deadline: deadline)
+            let response: HTTPClientResponse
+            do {
+                response = try await client.execute(outgoing, deadline: deadline)
+            } catch let error where Self.isConnectionFailure(error) {
+                throw PreHeadFailure(error: error)
+            }
+            guard (100...999).contains(Int(response.status.code)) else {
+                throw CatenaError(.invalidResponse, request: request, detail: "the status code \(response.status.code) is not a valid HTTP status")
+            }
+            if let declared = response.headers["Content-Length"] as [String]?, Set(declared).count > 1 {
+                throw CatenaError(.invalidResponse, request: request,
+                                  detail: "the response has \(declared.count) different Content-Length fields")
+            }
             let body = response.body
             let buffer: ByteBuffer
             if let destination = request[option: DownloadDestination.self], (200..<300).contains(response.status.code) {
@@ -229,7 +296,23 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         return .stream(buffers, length: stream.length.map { .known($0) } ?? .unknown)
     }
 
+    /// Whether `error` says the connection failed or carried no usable response head:
+    /// closed, reset, or bytes that do not parse as a response.
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        if error is HTTPParserError { return true }
+        if let error = error as? IOError { return [ECONNRESET, EPIPE].contains(error.errnoCode) }
+        if let error = error as? HTTPClientError { return error == .remoteConnectionClosed }
+        if let error = error as? ChannelError { return [.ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed].contains(error) }
+        return false
+    }
+
     static func map(_ error: any Error, request: APIRequest, timeout: Duration, limit: Int) -> CatenaError {
+        if let error = error as? CatenaError { return error }
+        if let wrapped = error as? PreHeadFailure {
+            var mapped = map(wrapped.error, request: request, timeout: timeout, limit: limit)
+            mapped.underlyingError = wrapped
+            return mapped
+        }
         if error is CancellationError || Task.isCancelled {
             return CatenaError(.cancelled, request: request, underlyingError: error)
         }
@@ -237,20 +320,47 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             return CatenaError(.invalidResponse, request: request, underlyingError: error,
                                detail: "the body is larger than the \(limit) bytes allowed (MaximumResponseSize)")
         }
+        if let error = error as? NIOHTTPDecompression.DecompressionError {
+            let detail = error == .limit
+                ? "the compressed body inflates to more than \(decompressionRatioLimit) times its size"
+                : "the body's compression (Content-Encoding) is corrupt"
+            return CatenaError(.invalidResponse, request: request, underlyingError: error, detail: detail)
+        }
+        if error is NIOHTTPDecompression.ExtraDecompressionError {
+            return CatenaError(.invalidResponse, request: request, underlyingError: error,
+                               detail: "the body's compression (Content-Encoding) is corrupt")
+        }
         if let error = error as? NIOConnectionError {
             let refused = error.connectionErrors.contains { ($0.error as? IOError)?.errnoCode == ECONNREFUSED }
             let dns = error.dnsAError != nil || error.dnsAAAAError != nil
             return CatenaError(.cannotConnect, request: request, underlyingError: error,
                                detail: refused ? "connection refused" : dns ? "unknown host" : nil)
         }
-        if let error = error as? IOError, error.errnoCode == ECONNREFUSED {
-            return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connection refused")
+        if let error = error as? IOError {
+            switch error.errnoCode {
+            case ECONNREFUSED:
+                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connection refused")
+            case ECONNRESET, EPIPE:
+                return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the connection was reset")
+            default:
+                return CatenaError(.connectionLost, request: request, underlyingError: error)
+            }
         }
-        if case .connectTimeout = error as? ChannelError {
-            return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connect timed out")
+        if let error = error as? ChannelError {
+            if case .connectTimeout = error {
+                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connect timed out")
+            }
+            if [.ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed].contains(error) {
+                return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the connection closed")
+            }
         }
-        if error is HTTPParserError {
-            return CatenaError(.invalidResponse, request: request, underlyingError: error)
+        if let error = error as? HTTPParserError {
+            if error == .invalidEOFState {
+                return CatenaError(.connectionLost, request: request, underlyingError: error,
+                                   detail: "the connection closed before the response was complete")
+            }
+            return CatenaError(.invalidResponse, request: request, underlyingError: error,
+                               detail: "the response's framing is broken (\(error))")
         }
         guard let clientError = error as? HTTPClientError else { return CatenaError.wrapping(error, request: request) }
         let code: CatenaError.Code
@@ -266,10 +376,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             detail = "connect timed out"
         case .remoteConnectionClosed:
             code = .connectionLost
+            detail = "the connection closed before the response was complete"
         case .invalidURL, .emptyHost, .emptyScheme, .missingSocketPath:
             code = .invalidRequest
-        case .redirectLimitReached, .redirectCycleDetected, .bodyLengthMismatch:
+        case .redirectLimitReached, .redirectCycleDetected, .bodyLengthMismatch, .identityCodingIncorrectlyPresent:
             code = .invalidResponse
+            detail = "the response's framing is broken (\(clientError))"
         default:
             code = .unknown
         }

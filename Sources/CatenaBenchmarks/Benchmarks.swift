@@ -161,10 +161,11 @@ enum Benchmarks {
         let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let decoder = JSONDecoder()
 
-        // Raw and Catena share one client (and one URLSession), so they reuse the same
-        // pooled connections: with a client each, a connection's placement on the two
+        // Raw and Catena share one AsyncHTTPClient, so they reuse the same pooled
+        // connections: with a client each, a connection's placement on the two
         // event-loop threads relative to the server's end biased one variant for a
-        // whole run.
+        // whole run. URLSession cannot be shared: Catena makes its session itself, with
+        // its own delegate, from the same configuration.
         let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
                                    configuration: AsyncHTTPClientTransport.defaultConfiguration)
         let ahcAlone = AsyncHTTPClientTransport(client: rawClient)
@@ -175,7 +176,7 @@ enum Benchmarks {
         configuration.httpShouldSetCookies = false
         configuration.httpMaximumConnectionsPerHost = settings.inFlight
         let rawSession = URLSession(configuration: configuration)
-        let urlSessionAlone = URLSessionTransport(session: rawSession)
+        let urlSessionAlone = URLSessionTransport(configuration: configuration)
         let urlSessionChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> urlSessionAlone
         let absolute = try APIRequest(.get, baseURL: base, path: ["api", "users", "2"])
 

@@ -1,3 +1,4 @@
+import Catena
 public import Foundation
 
 /// An operation whose work may finish later, on any thread: override ``execute()``

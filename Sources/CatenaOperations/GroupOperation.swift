@@ -1,3 +1,4 @@
+import Catena
 public import Foundation
 
 /// Runs a chain or a set of operations on its own internal queue and produces their

@@ -1,3 +1,4 @@
+import Catena
 public import Foundation
 
 extension OperationQueue {

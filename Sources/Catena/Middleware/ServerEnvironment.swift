@@ -57,6 +57,8 @@ public struct ServerEnvironment: Sendable, RequestOption {
         }
         for field in headerFields where request.headerFields[field.name] == nil {
             request.headerFields.append(field)
+            // Never sent to another origin, should a redirect lead there.
+            request[option: OriginBoundHeaders.self].insert(field.name)
         }
         for item in queryItems where !request.hasQueryItem(named: item.name) {
             request.appendQueryItems([item])

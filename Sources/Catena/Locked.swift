@@ -1,31 +1,31 @@
 import Foundation
 
-/// A pthread mutex, for this module's state.
+/// A pthread mutex, for the package's shared state.
 ///
 /// Not Synchronization's `Mutex`: ThreadSanitizer does not see `Mutex`'s contended
 /// path on Linux and reports races that are not there (reproduced with four threads
-/// appending to a `Mutex<[T]>`), and this module's TSan run is part of CI. Not `NSLock`:
+/// appending to a `Mutex<[T]>`), and CI runs the suite under TSan. Not `NSLock`:
 /// on Linux each one allocates a mutex and a condition pair, which made a chain step
 /// measurably slower.
 ///
 /// The owner calls ``destroy()`` in its `deinit`.
-struct PthreadLock: @unchecked Sendable {
+package struct PthreadLock: @unchecked Sendable {
     // @unchecked Sendable: a pthread mutex is made to be shared between threads.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init() {
+    package init() {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
     }
 
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    package func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
 
-    func destroy() {
+    package func destroy() {
         pthread_mutex_destroy(mutex)
         mutex.deinitialize(count: 1)
         mutex.deallocate()
@@ -33,12 +33,12 @@ struct PthreadLock: @unchecked Sendable {
 }
 
 /// A value behind a ``PthreadLock``, with `Mutex`'s `withLock` shape.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is only touched with `lock` held.
     private let lock = PthreadLock()
     private var value: Value
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
     }
 
@@ -46,7 +46,7 @@ final class Locked<Value>: @unchecked Sendable {
         lock.destroy()
     }
 
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         try lock.withLock { try body(&value) }
     }
 }

@@ -1,0 +1,136 @@
+import Foundation
+public import HTTPTypes
+
+/// Whether and how far a transport follows redirects for a request.
+///
+/// Both of Catena's transports follow redirects themselves, with the same rules (see
+/// ``Redirects``), instead of leaving it to URLSession or AsyncHTTPClient, which
+/// disagree: URLSession on Linux drops the body of a 307, forwards every custom
+/// header to another host, and brings the process down when a call is cancelled while
+/// a redirect is pending.
+public enum RedirectPolicy: RequestOption, Sendable, Equatable {
+    /// Follow at most this many redirects; one more fails the request with
+    /// ``CatenaError/Code/invalidResponse`` ("too many redirects").
+    case follow(max: Int)
+    /// Never follow: the 3xx response is the answer.
+    case never
+    /// Follow at most this many redirects while they stay on the request's origin
+    /// (scheme, host and port); a redirect elsewhere is returned as the answer.
+    case sameOrigin(max: Int)
+
+    /// Five redirects, to any origin (credentials stripped when it changes).
+    public static let defaultValue: RedirectPolicy = .follow(max: 5)
+}
+
+/// Header fields that belong to the origin a request was built for and must never be
+/// sent to another one. ``ApplyEnvironment`` adds the names of the fields it adds; add
+/// your own for headers you set by hand.
+public enum OriginBoundHeaders: RequestOption {
+    public static let defaultValue: Set<HTTPField.Name> = []
+}
+
+/// The redirect rules both transports apply.
+///
+/// - 301 and 302 turn a POST into a GET without a body (what browsers and curl do);
+///   303 turns anything but HEAD into a GET without a body; 307 and 308 keep the
+///   method and the body, produced afresh (a file or stream is opened again).
+/// - A redirect to another origin (scheme, host or port differs) strips
+///   `Authorization`, `Proxy-Authorization`, `Cookie`, every header the redaction
+///   treats as secret, and every ``OriginBoundHeaders`` name (the environment's API
+///   key, say). A downgrade from https to http is stripped the same way.
+/// - A `Location` that is missing or unusable leaves the 3xx as the answer; one that
+///   names a scheme other than http or https fails with
+///   ``CatenaError/Code/invalidResponse``. User information in a `Location` is dropped.
+/// - The request's timeout covers the whole exchange, redirects included.
+public enum Redirects {
+    /// The status codes that are redirects.
+    public static func isRedirect(_ status: HTTPResponse.Status) -> Bool {
+        [301, 302, 303, 307, 308].contains(status.code)
+    }
+
+    /// Sends `request` with `send`, following redirects as its ``RedirectPolicy`` says.
+    ///
+    /// `send` gets each hop and the time left of the request's total timeout
+    /// (`request.timeout ?? defaultTimeout`); it must not follow redirects itself.
+    public static func follow(
+        _ request: APIRequest, defaultTimeout: Duration,
+        send: (APIRequest, Duration) async throws(CatenaError) -> APIResponse
+    ) async throws(CatenaError) -> APIResponse {
+        let timeout = request.timeout ?? defaultTimeout
+        let policy = request[option: RedirectPolicy.self]
+        let limit: Int
+        switch policy {
+        case .never: return try await send(request, timeout)
+        case .follow(let max), .sameOrigin(let max): limit = Swift.max(0, max)
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        var hop = request
+        var followed = 0
+        while true {
+            let left = timeout - (clock.now - start)
+            guard left > .zero else {
+                throw CatenaError(.timedOut, request: hop, detail: "no complete answer within \(timeout) (after \(followed) redirects)")
+            }
+            let response = try await send(hop, left)
+            guard let next = try nextRequest(after: response, from: hop) else { return response }
+            if case .sameOrigin = policy, !hop.hasSameOrigin(as: next) { return response }
+            guard followed < limit else {
+                throw CatenaError(.invalidResponse, request: hop, response: response,
+                                  detail: "too many redirects (more than \(limit))")
+            }
+            followed += 1
+            hop = next
+        }
+    }
+
+    /// The request a redirect response asks for, or nil when `response` is not a
+    /// redirect or names no usable location.
+    public static func nextRequest(after response: APIResponse, from request: APIRequest) throws(CatenaError) -> APIRequest? {
+        guard isRedirect(response.status), let location = response.headerFields[.location],
+              let base = try? request.url(),
+              let target = URL(string: location.trimmingCharacters(in: .whitespaces), relativeTo: base)?.absoluteURL,
+              var components = URLComponents(url: target, resolvingAgainstBaseURL: true)
+        else { return nil }
+        guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw CatenaError(.invalidResponse, request: request, response: response,
+                              detail: "a \(response.status.code) redirect to a \(components.scheme ?? "relative") URL, which is neither http nor https")
+        }
+        guard let host = components.host, !host.isEmpty else { return nil }
+        components.user = nil
+        components.password = nil
+        components.fragment = nil
+        guard let url = components.url else { return nil }
+
+        var next = APIRequest(request.method, url: url, headerFields: request.headerFields, body: request.body)
+        next.options = request.options
+        let code = response.status.code
+        let becomesGET = (code == 303 && request.method != .head) || ((code == 301 || code == 302) && request.method == .post)
+        if becomesGET {
+            next.method = .get
+            next.body = .empty
+            for name: HTTPField.Name in [.contentType, .contentLength, .contentEncoding, .contentLanguage, .contentLocation] {
+                next.headerFields[name] = nil
+            }
+        }
+        if !request.hasSameOrigin(as: next) {
+            let bound = request[option: OriginBoundHeaders.self]
+            let redaction = Redaction.default
+            next.headerFields = HTTPFields(next.headerFields.filter { field in
+                !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization)
+            })
+        }
+        return next
+    }
+}
+
+extension APIRequest {
+    /// Whether both requests go to the same scheme, host and port (default ports
+    /// filled in).
+    func hasSameOrigin(as other: APIRequest) -> Bool {
+        func port(_ request: APIRequest) -> Int? {
+            request.port ?? (request.scheme == "https" ? 443 : request.scheme == "http" ? 80 : nil)
+        }
+        return scheme?.lowercased() == other.scheme?.lowercased() && host?.lowercased() == other.host?.lowercased() && port(self) == port(other)
+    }
+}

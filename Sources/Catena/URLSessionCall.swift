@@ -1,0 +1,303 @@
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The delegate of every session Catena makes: routes each task's callbacks to its
+/// call by task identifier.
+///
+/// On Linux only a *session-level* delegate hears about body chunks and bytes sent (a
+/// task-level delegate receives none of those callbacks, measured), and a task-level
+/// delegate makes corelibs abort the process when a task is cancelled while a redirect
+/// decision is pending. All of a session's callbacks arrive on its one serial queue.
+final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
+    private let calls = Locked<[Int: URLSessionCall]>([:])
+
+    func register(_ call: URLSessionCall, for task: URLSessionTask) {
+        calls.withLock { $0[task.taskIdentifier] = call }
+    }
+
+    private func call(_ task: URLSessionTask) -> URLSessionCall? {
+        calls.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        call(task)?.sent(totalBytesSent, of: totalBytesExpectedToSend)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        completionHandler(call(dataTask)?.received(response) ?? .cancel)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        call(dataTask)?.received(data)
+    }
+
+    /// Never followed here: the 3xx becomes the task's response, and Catena follows it
+    /// (``Redirects``), with the same rules as on every other transport.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        // A cancelled call leaves corelibs' handler unanswered: answering it after the
+        // cancellation is what aborts the process.
+        guard call(task)?.redirecting() ?? true else { return }
+        completionHandler(nil)
+    }
+
+    /// A 401 or 407 with a challenge is a response like any other. corelibs delivers the
+    /// head and body before the challenge and then waits for it to be answered (a call
+    /// without an answer hung until its timeout, measured): cancelling the challenge ends
+    /// the task, and the call returns what it already received.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        #if canImport(FoundationNetworking)
+        call(task)?.challenged()
+        completionHandler(.cancelAuthenticationChallenge, nil)
+        #else
+        // Apple's URLSession hands over the 401 itself when no credential is offered,
+        // and evaluates server trust as usual.
+        completionHandler(.performDefaultHandling, nil)
+        #endif
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let call = calls.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        call?.completed(error)
+    }
+}
+
+/// One exchange on a Catena session: its body, its deadline and its cancellation.
+///
+/// The continuation is resumed exactly once: by the task's completion, or earlier by
+/// the caller's cancellation or the deadline.
+///
+/// corelibs aborts the process when a task is cancelled between receiving a redirect
+/// and getting the delegate's answer ("Received callback for HTTP redirection, but
+/// we're not waiting for it"). The answer and the cancellation are decided under one
+/// lock: a call that was cancelled never answers the redirect (the task is already
+/// being torn down, and corelibs' handler is dropped unanswered), and a call that has
+/// answered it is not cancelled (the task then completes by itself with the 3xx,
+/// at once). Catena's deadline always fires before corelibs' own idle timer, which
+/// is set past it.
+final class URLSessionCall: Sendable {
+    struct Outcome {
+        let response: HTTPURLResponse
+        let body: Data
+    }
+
+    private enum Phase { case running, redirecting, completed }
+
+    private struct State {
+        var continuation: CheckedContinuation<Outcome, any Error>?
+        var started = false
+        /// Why the call was stopped before it started.
+        var stoppedEarly: (any Error)?
+        var task: URLSessionTask?
+        var timer: DispatchWorkItem?
+        var phase = Phase.running
+        /// The caller has its answer and the task was cancelled.
+        var cancelled = false
+        var response: HTTPURLResponse?
+        var body = Data()
+        var writer: DownloadWriter?
+        /// Why the call stopped the task itself (a body over the limit, bad framing).
+        var failure: CatenaError?
+        var challenged = false
+    }
+
+    private let request: APIRequest
+    private let timeout: Duration
+    private let limit: Int
+    private let state = Locked(State())
+
+    init(request: APIRequest, timeout: Duration) {
+        self.request = request
+        self.timeout = timeout
+        self.limit = request[option: MaximumResponseSize.self]
+    }
+
+    /// Starts `task` with its deadline, unless the caller was cancelled already.
+    func start(_ task: URLSessionTask, router: URLSessionRouter, continuation: CheckedContinuation<Outcome, any Error>) {
+        let stopped = state.withLock { state -> (any Error)? in
+            state.started = true
+            if let reason = state.stoppedEarly { return reason }
+            state.continuation = continuation
+            state.task = task
+            let timer = DispatchWorkItem { [weak self] in self?.stop(TotalTimeoutReached()) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds, execute: timer)
+            state.timer = timer
+            return nil
+        }
+        if let stopped {
+            // Never resumed: no transfer, so no redirect can be pending.
+            task.cancel()
+            continuation.resume(throwing: stopped)
+            return
+        }
+        router.register(self, for: task)
+        task.resume()
+    }
+
+    func cancel() {
+        stop(CancellationError())
+    }
+
+    /// Answers the caller with `reason` now, and cancels the task unless it has
+    /// answered a redirect (it then completes by itself at once).
+    private func stop(_ reason: any Error) {
+        let (continuation, task) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, URLSessionTask?) in
+            guard state.started else {
+                state.stoppedEarly = reason
+                return (nil, nil)
+            }
+            guard let continuation = state.continuation else { return (nil, nil) }
+            state.continuation = nil
+            state.timer?.cancel()
+            state.timer = nil
+            state.writer = nil   // removes a partial download
+            guard state.phase == .running else { return (continuation, nil) }
+            state.cancelled = true
+            return (continuation, state.task)
+        }
+        task?.cancel()
+        continuation?.resume(throwing: reason)
+    }
+
+    func sent(_ total: Int64, of expected: Int64) {
+        request[option: UploadProgress.self]?(TransferProgress(completed: total, total: expected > 0 ? expected : nil))
+    }
+
+    /// Whether the task may answer its redirect: not when it was cancelled.
+    func redirecting() -> Bool {
+        state.withLock { state in
+            guard !state.cancelled else { return false }
+            state.phase = .redirecting
+            return true
+        }
+    }
+
+    func challenged() {
+        state.withLock { $0.challenged = true }
+    }
+
+    func received(_ response: URLResponse) -> URLSession.ResponseDisposition {
+        let request = request
+        let limit = limit
+        let (task, download) = state.withLock { state -> (URLSessionTask?, HTTPURLResponse?) in
+            // After a redirect that was not followed, corelibs hands over the 3xx here.
+            state.phase = .running
+            guard !state.cancelled, state.continuation != nil else { return (nil, nil) }
+            guard let http = response as? HTTPURLResponse else {
+                state.failure = CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response")
+                return (state.task, nil)
+            }
+            state.response = http
+            do throws(CatenaError) {
+                try Self.checkFraming(http, limit: limit, request: request)
+            } catch {
+                state.failure = error
+                return (state.task, nil)
+            }
+            let downloads = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
+            return (nil, downloads ? http : nil)
+        }
+        if let task {
+            task.cancel()
+            return .cancel
+        }
+        if let download, let destination = request[option: DownloadDestination.self] {
+            // Opened outside the lock: the destination's progress callback is the caller's code.
+            let length = download.expectedContentLength >= 0 ? download.expectedContentLength : nil
+            let opened = Result { () throws(CatenaError) in try DownloadWriter(destination, expectedLength: length, request: request) }
+            let task = state.withLock { state -> URLSessionTask? in
+                switch opened {
+                case .success(let writer):
+                    if state.continuation != nil { state.writer = writer }
+                    return nil
+                case .failure(let error):
+                    state.failure = error
+                    return state.task
+                }
+            }
+            task?.cancel()
+        }
+        return .allow
+    }
+
+    /// A length the body cannot have, or two that disagree, is a framing error
+    /// (RFC 9112, section 6.3); a declared length over the limit fails before the body.
+    static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
+        guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
+        let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        guard values.count == 1, let text = values.first, let length = Int64(text), length >= 0 else {
+            throw CatenaError(.invalidResponse, request: request,
+                              detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
+        }
+        let encoded = response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false
+        if !encoded, length > Int64(limit) {
+            throw CatenaError(.invalidResponse, request: request,
+                              detail: "the body has \(length) bytes, more than the \(limit) allowed (MaximumResponseSize)")
+        }
+    }
+
+    func received(_ data: Data) {
+        let request = request
+        let limit = limit
+        let (writer, task) = state.withLock { state -> (DownloadWriter?, URLSessionTask?) in
+            guard state.continuation != nil, state.failure == nil else { return (nil, nil) }
+            if let writer = state.writer { return (writer, nil) }
+            // Counted as the bytes arrive (decoded, when the body was compressed), so a
+            // small compressed body cannot grow into gigabytes before anyone looks.
+            guard state.body.count + data.count <= limit else {
+                state.failure = CatenaError(.invalidResponse, request: request,
+                                            detail: "the body has more than the \(limit) bytes allowed (MaximumResponseSize)")
+                state.body = Data()
+                return (nil, state.task)
+            }
+            state.body.append(data)
+            return (nil, nil)
+        }
+        task?.cancel()
+        guard let writer else { return }
+        // Written outside the lock: the destination's progress callback is the caller's code.
+        do throws(CatenaError) {
+            try writer.write(data, request: request)
+        } catch {
+            let task = state.withLock { state -> URLSessionTask? in
+                state.failure = error
+                state.writer = nil
+                return state.task
+            }
+            task?.cancel()
+        }
+    }
+
+    func completed(_ error: (any Error)?) {
+        let request = request
+        let (continuation, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, Result<Outcome, any Error>) in
+            state.phase = .completed
+            state.timer?.cancel()
+            state.timer = nil
+            state.task = nil
+            let writer = state.writer
+            state.writer = nil
+            guard let continuation = state.continuation else { return (nil, .failure(CancellationError())) }
+            state.continuation = nil
+            if let failure = state.failure { return (continuation, .failure(failure)) }
+            let answeredChallenge = state.challenged && (error as? URLError)?.code == .cancelled
+            if let error, !answeredChallenge { return (continuation, .failure(error)) }
+            guard let response = state.response else { return (continuation, .failure(URLError(.badServerResponse))) }
+            if let writer {
+                do throws(CatenaError) {
+                    try writer.finish(request: request)
+                } catch {
+                    return (continuation, .failure(error))
+                }
+                return (continuation, .success(Outcome(response: response, body: Data())))
+            }
+            return (continuation, .success(Outcome(response: response, body: state.body)))
+        }
+        continuation?.resume(with: outcome)
+    }
+}

@@ -1,0 +1,384 @@
+public import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A server that misbehaves on purpose, one fault per path, so tests can prove that a
+/// transport survives what real servers and middleboxes send: truncated and reset
+/// bodies, garbage for a status line, silence, slow or oversized heads, broken chunked
+/// or compressed encodings, conflicting lengths, redirect loops, interim responses,
+/// bodies where none belong, and every kind of authentication challenge.
+///
+/// It speaks raw bytes over TCP (SwiftNIO, no HTTP library), so nothing between it and
+/// the client can tidy its answers up. Paths are listed in ``Fault``.
+public final class MisbehavingServer: Sendable {
+    /// The port it listens on.
+    public let port: Int
+    /// `http://127.0.0.1:port`.
+    public let baseURL: URL
+    private let channel: any Channel
+    private let counters: Counters
+
+    /// Every path the server answers, and what it does there.
+    public enum Fault: String, CaseIterable, Sendable {
+        /// A well-formed 200 with a small JSON body (keep-alive).
+        case ok
+        /// Declares 1,000 bytes, sends 100, closes.
+        case truncated
+        /// Declares 1,000 bytes, sends 100, resets the connection (RST).
+        case reset
+        /// Closes the connection without a byte.
+        case closeEarly = "close-early"
+        /// Text that is not HTTP where the status line belongs.
+        case garbage
+        /// Reads the request and never answers.
+        case silence
+        /// Sends a header byte every 100 ms, forever.
+        case slowHead = "slow-head"
+        /// Sends its body a byte every 100 ms.
+        case slowBody = "slow-body"
+        /// A 2 MiB header field.
+        case hugeHead = "huge-head"
+        /// A chunked body whose chunk size is not a number.
+        case badChunked = "bad-chunked"
+        /// `Content-Encoding: gzip` over bytes that are not gzip.
+        case badGzip = "bad-gzip"
+        /// A valid gzip body (``okBody`` compressed).
+        case gzip
+        /// A gzip body of 53 KB that inflates to 8 MiB of zeros.
+        case gzipBomb = "gzip-bomb"
+        /// Two `Content-Length` fields that disagree (5 and 3).
+        case twoLengths = "two-lengths"
+        /// Declares a 1 TiB body and streams zeros until the client leaves.
+        case endless
+        /// A 302 to itself.
+        case redirectLoop = "redirect-loop"
+        /// `100 Continue` and `103 Early Hints` before a 200.
+        case interim
+        /// A 204 followed by body bytes (which break the next response on a reused connection).
+        case noContentWithBody = "no-content-with-body"
+        /// A 401 with `WWW-Authenticate: Basic`.
+        case basicChallenge = "challenge-basic"
+        /// A 401 with `WWW-Authenticate: Digest`.
+        case digestChallenge = "challenge-digest"
+        /// A 401 with `WWW-Authenticate: Negotiate`.
+        case negotiateChallenge = "challenge-negotiate"
+        /// A 401 with `WWW-Authenticate: Bearer`.
+        case bearerChallenge = "challenge-bearer"
+        /// A 401 with three challenges in three fields.
+        case multipleChallenges = "challenge-multiple"
+        /// A 407 with `Proxy-Authenticate: Basic`.
+        case proxyChallenge = "challenge-proxy"
+        /// `/redirect?status=N&to=URL`: a redirect with that status to that URL.
+        case redirect
+    }
+
+    /// The body of ``Fault/ok`` and ``Fault/gzip``, and of each challenge.
+    public static let okBody = #"{"ok":true,"server":"misbehaving"}"#
+
+    private init(port: Int, channel: any Channel, counters: Counters) {
+        self.port = port
+        self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        self.channel = channel
+        self.counters = counters
+    }
+
+    /// Starts a server on 127.0.0.1 with a port the system picks.
+    public static func start() async throws -> MisbehavingServer {
+        let counters = Counters()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                counters.accepted()
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(FaultHandler(channel: channel))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return MisbehavingServer(port: channel.localAddress?.port ?? 0, channel: channel, counters: counters)
+    }
+
+    /// The URL of a fault.
+    public func url(_ fault: Fault) -> URL {
+        baseURL.appendingPathComponent(fault.rawValue)
+    }
+
+    /// How many connections the server has accepted.
+    public var connectionsAccepted: Int { counters.count }
+
+    /// Stops listening; connections still open are closed as their clients leave.
+    public func stop() async {
+        try? await channel.close()
+    }
+}
+
+/// Counts accepted connections.
+private final class Counters: Sendable {
+    private let value = Atomic<Int>(0)
+    func accepted() { value.add(1, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// Reads one request head (and its declared body) at a time and answers with the fault
+/// its path names.
+private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let channel: any Channel
+    private var buffer = ByteBuffer()
+    /// Once a fault has taken over the connection, nothing more is read.
+    private var done = false
+
+    init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        buffer.writeBuffer(&incoming)
+        while !done, let (target, consumed) = nextRequest() {
+            buffer.moveReaderIndex(forwardBy: consumed)
+            buffer.discardReadBytes()
+            answer(target)
+        }
+    }
+
+    /// The request target and the bytes the request takes, once it is all here.
+    private func nextRequest() -> (String, Int)? {
+        let view = buffer.readableBytesView
+        guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
+            if buffer.readableBytes > 64 * 1024 { done = true; channel.close(promise: nil) }
+            return nil
+        }
+        let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
+        let lines = head.split(separator: "\r\n")
+        let parts = lines.first?.split(separator: " ") ?? []
+        let length = lines.dropFirst().compactMap { line -> Int? in
+            let pair = line.split(separator: ":", maxSplits: 1)
+            guard pair.count == 2, pair[0].lowercased() == "content-length" else { return nil }
+            return Int(pair[1].trimmingCharacters(in: .whitespaces))
+        }.first ?? 0
+        let total = end.upperBound - view.startIndex + length
+        guard parts.count >= 2, buffer.readableBytes >= total else { return nil }
+        return (String(parts[1]), total)
+    }
+
+    private func write(_ text: String) {
+        channel.writeAndFlush(ByteBuffer(string: text), promise: nil)
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+    }
+
+    private func closeAfter(_ text: String) {
+        done = true
+        let channel = channel
+        channel.writeAndFlush(ByteBuffer(string: text)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func respond(_ status: String, _ headers: [String] = [], body: String = MisbehavingServer.okBody) {
+        let fields = (headers + ["Content-Length: \(body.utf8.count)", "Content-Type: application/json"]).joined(separator: "\r\n")
+        write("HTTP/1.1 \(status)\r\n\(fields)\r\n\r\n\(body)")
+    }
+
+    private func answer(_ target: String) {
+        let components = URLComponents(string: target)
+        let name = components?.path.split(separator: "/").first.map(String.init) ?? ""
+        guard let fault = MisbehavingServer.Fault(rawValue: name) else {
+            return respond("404 Not Found", body: #"{"error":"no such fault"}"#)
+        }
+        switch fault {
+        case .ok:
+            respond("200 OK")
+        case .truncated:
+            closeAfter("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 100))
+        case .reset:
+            done = true
+            let channel = channel
+            write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 100))
+            channel.eventLoop.scheduleTask(in: .milliseconds(20)) {
+                // SO_LINGER with a zero timeout turns the close into a reset.
+                guard let provider = channel as? any SocketOptionProvider else { return channel.close(promise: nil) }
+                provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+            }
+        case .closeEarly:
+            done = true
+            channel.close(promise: nil)
+        case .garbage:
+            closeAfter("HELLO THERE, THIS IS NOT HTTP\r\nREALLY NOT\r\n\r\n{}")
+        case .silence:
+            done = true
+        case .slowHead:
+            done = true
+            write("HTTP/1.1 200 OK\r\n")
+            Self.trickle(channel, byte: UInt8(ascii: "a"), prefix: "X-Slow: ", every: .milliseconds(100))
+        case .slowBody:
+            done = true
+            write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+            Self.trickle(channel, byte: UInt8(ascii: "b"), prefix: "", every: .milliseconds(100))
+        case .hugeHead:
+            closeAfter("HTTP/1.1 200 OK\r\nX-Huge: " + String(repeating: "h", count: 2 << 20) + "\r\nContent-Length: 2\r\n\r\n{}")
+        case .badChunked:
+            closeAfter("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+        case .badGzip:
+            let body: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3] + Array("this is not deflate at all".utf8) + [1, 2, 3, 4, 5, 6, 7, 8]
+            write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            write(body)
+        case .gzip:
+            let body = Gzip.stored(Array(MisbehavingServer.okBody.utf8))
+            write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            write(body)
+        case .gzipBomb:
+            done = true
+            let body = Gzip.bomb
+            write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            write(body)
+        case .twoLengths:
+            closeAfter("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 3\r\n\r\nhello")
+        case .endless:
+            done = true
+            write("HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n\r\n")
+            Self.stream(channel)
+        case .redirectLoop:
+            write("HTTP/1.1 302 Found\r\nLocation: /redirect-loop\r\nContent-Length: 0\r\n\r\n")
+        case .interim:
+            write("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+            respond("200 OK")
+        case .noContentWithBody:
+            write("HTTP/1.1 204 No Content\r\n\r\nthese bytes do not belong here")
+        case .basicChallenge:
+            respond("401 Unauthorized", [#"WWW-Authenticate: Basic realm="misbehaving""#])
+        case .digestChallenge:
+            respond("401 Unauthorized", [#"WWW-Authenticate: Digest realm="misbehaving", qop="auth", nonce="4a5b6c", opaque="00ff""#])
+        case .negotiateChallenge:
+            respond("401 Unauthorized", ["WWW-Authenticate: Negotiate"])
+        case .bearerChallenge:
+            respond("401 Unauthorized", [#"WWW-Authenticate: Bearer realm="misbehaving", error="invalid_token""#])
+        case .multipleChallenges:
+            respond("401 Unauthorized", ["WWW-Authenticate: Negotiate", #"WWW-Authenticate: Digest realm="m", nonce="1""#,
+                                         #"WWW-Authenticate: Basic realm="m""#])
+        case .proxyChallenge:
+            respond("407 Proxy Authentication Required", [#"Proxy-Authenticate: Basic realm="proxy""#])
+        case .redirect:
+            let items = components?.queryItems ?? []
+            let status = items.first { $0.name == "status" }?.value ?? "302"
+            let location = items.first { $0.name == "to" }?.value ?? "/ok"
+            write("HTTP/1.1 \(status) Redirect\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
+        }
+    }
+
+    /// Writes `prefix`, then `byte` every `interval` until the connection closes (or
+    /// a minute has passed).
+    private static func trickle(_ channel: any Channel, byte: UInt8, prefix: String, every interval: TimeAmount, left: Int = 600) {
+        if !prefix.isEmpty { channel.writeAndFlush(ByteBuffer(string: prefix), promise: nil) }
+        channel.eventLoop.scheduleTask(in: interval) {
+            guard channel.isActive else { return }
+            guard left > 0 else { return channel.close(promise: nil) }
+            channel.writeAndFlush(ByteBuffer(bytes: [byte])).whenSuccess {
+                trickle(channel, byte: byte, prefix: "", every: interval, left: left - 1)
+            }
+        }
+    }
+
+    /// Streams zeros 64 KiB at a time, as fast as the client reads, until it leaves
+    /// (or 256 MiB have gone). Each write waits for the one before and goes back to the
+    /// event loop's queue, so the other connections on the loop are served meanwhile.
+    private static func stream(_ channel: any Channel, left: Int = 4096) {
+        guard channel.isActive else { return }
+        guard left > 0 else { return channel.close(promise: nil) }
+        channel.writeAndFlush(ByteBuffer(repeating: 0, count: 64 * 1024)).whenSuccess {
+            channel.eventLoop.execute { stream(channel, left: left - 1) }
+        }
+    }
+}
+
+/// Just enough gzip for the faults: stored (uncompressed) blocks, and a bomb.
+enum Gzip {
+    /// 53 KB that inflate to 8 MiB, made once.
+    static let bomb = zeroBomb(inflatedSize: 8 << 20)
+
+    private static let header: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]
+
+    /// `data` as a valid gzip member made of stored deflate blocks.
+    static func stored(_ data: [UInt8]) -> [UInt8] {
+        var out = header
+        var start = 0
+        repeat {
+            let end = min(start + 65_535, data.count)
+            let length = UInt16(end - start)
+            out.append(end == data.count ? 1 : 0)
+            out += [UInt8(length & 0xff), UInt8(length >> 8), UInt8(~length & 0xff), UInt8(~length >> 8)]
+            out += data[start..<end]
+            start = end
+        } while start < data.count
+        return out + littleEndian(crc32(data)) + littleEndian(UInt32(truncatingIfNeeded: data.count))
+    }
+
+    /// A gzip member that inflates to `inflatedSize` zeros (rounded to 2,064-byte
+    /// steps): one literal zero, then copies of 258 bytes at distance 1, 13 bits each
+    /// with the fixed Huffman code. Its checksum is left zero: the body exists to be
+    /// refused before its end.
+    static func zeroBomb(inflatedSize: Int) -> [UInt8] {
+        // From bit 16 on, eight copies (104 bits) are 13 whole bytes that repeat: write
+        // eight and sixteen copies bit by bit, then splice in as many periods as needed.
+        func member(copies: Int) -> [UInt8] {
+            var bits = BitWriter()
+            bits.write(1, count: 1)        // last block
+            bits.write(1, count: 2)        // fixed Huffman codes
+            bits.writeCode(0b0011_0000, length: 8)   // literal 0
+            for _ in 0..<copies {
+                bits.writeCode(0b1100_0101, length: 8)   // length 258 (symbol 285)
+                bits.writeCode(0, length: 5)             // distance 1
+            }
+            bits.writeCode(0, length: 7)   // end of block (symbol 256)
+            return bits.finished
+        }
+        let eight = member(copies: 8)
+        let period = member(copies: 16)[2..<15]
+        let periods = max(1, (inflatedSize - 1) / (258 * 8))
+        var deflate = Array(eight[0..<2])
+        deflate.reserveCapacity(periods * 13 + 16)
+        for _ in 1..<periods { deflate += period }
+        deflate += eight[2...]
+        let inflated = 1 + 258 * 8 * periods
+        return header + deflate + [0, 0, 0, 0] + littleEndian(UInt32(truncatingIfNeeded: inflated))
+    }
+
+    private static func littleEndian(_ value: UInt32) -> [UInt8] {
+        [UInt8(value & 0xff), UInt8((value >> 8) & 0xff), UInt8((value >> 16) & 0xff), UInt8(value >> 24)]
+    }
+
+    static func crc32(_ data: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xffff_ffff
+        for byte in data {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xedb8_8320 : crc >> 1 }
+        }
+        return ~crc
+    }
+
+    /// Deflate's bit order: values least significant bit first, Huffman codes most
+    /// significant bit first.
+    private struct BitWriter {
+        var bytes: [UInt8] = []
+        private var current: UInt8 = 0
+        private var used = 0
+
+        mutating func write(_ value: Int, count: Int) {
+            for index in 0..<count { push((value >> index) & 1) }
+        }
+
+        mutating func writeCode(_ code: Int, length: Int) {
+            for index in stride(from: length - 1, through: 0, by: -1) { push((code >> index) & 1) }
+        }
+
+        private mutating func push(_ bit: Int) {
+            current |= UInt8(bit) << used
+            used += 1
+            if used == 8 { bytes.append(current); current = 0; used = 0 }
+        }
+
+        var finished: [UInt8] { used > 0 ? bytes + [current] : bytes }
+    }
+}

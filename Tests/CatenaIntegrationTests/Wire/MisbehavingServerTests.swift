@@ -1,0 +1,171 @@
+import Catena
+@testable import CatenaDemoServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// One misbehaving server for the whole test process.
+enum FaultServer {
+    private static let server = Task { try await MisbehavingServer.start() }
+
+    static func running() async throws -> MisbehavingServer {
+        try await server.value
+    }
+}
+
+/// What a call to a fault must end with.
+enum Expected: Sendable, CustomStringConvertible {
+    case status(Int)
+    case error(CatenaError.Code)
+
+    var description: String {
+        switch self {
+        case .status(let code): "status \(code)"
+        case .error(let code): "error \(code)"
+        }
+    }
+}
+
+extension MisbehavingServer.Fault {
+    /// What every transport must make of this fault (with a 1 s timeout and a 1 MiB limit).
+    var expected: Expected {
+        switch self {
+        case .ok, .gzip, .interim: .status(200)
+        case .noContentWithBody: .status(204)
+        case .truncated, .reset, .closeEarly: .error(.connectionLost)
+        case .garbage, .hugeHead, .badChunked, .badGzip, .gzipBomb, .twoLengths, .endless, .redirectLoop: .error(.invalidResponse)
+        case .silence, .slowHead, .slowBody: .error(.timedOut)
+        case .basicChallenge, .digestChallenge, .negotiateChallenge, .bearerChallenge, .multipleChallenges: .status(401)
+        case .proxyChallenge: .status(407)
+        case .redirect: .status(200)
+        }
+    }
+}
+
+extension MisbehavingServer.Fault {
+    /// 1 s for the faults that end in a timeout; long enough for the others that a
+    /// loaded machine cannot turn their outcome into a timeout.
+    var timeout: Duration {
+        if case .error(.timedOut) = expected { .seconds(1) } else { .seconds(10) }
+    }
+}
+
+/// A request to `fault` with its timeout and a 1 MiB body limit.
+func faultRequest(_ fault: MisbehavingServer.Fault, on server: MisbehavingServer) -> APIRequest {
+    var request = APIRequest(.get, url: server.url(fault))
+    request[option: RequestTimeout.self] = fault.timeout
+    request[option: MaximumResponseSize.self] = 1 << 20
+    return request
+}
+
+/// Loads `request` and checks that it ends as `expected`, within its timeout and a margin.
+func expectOutcome(_ loader: any HTTPLoader, _ request: APIRequest, _ expected: Expected, _ label: String,
+                   sourceLocation: SourceLocation = #_sourceLocation) async {
+    let start = ContinuousClock.now
+    let result: Result<APIResponse, CatenaError>
+    do {
+        result = .success(try await loader.load(request))
+    } catch {
+        result = .failure(error)
+    }
+    let elapsed = ContinuousClock.now - start
+    #expect(elapsed < (request.timeout ?? .seconds(10)) + .seconds(3), "\(label) took \(elapsed)", sourceLocation: sourceLocation)
+    switch (expected, result) {
+    case (.status(let code), .success(let response)):
+        #expect(response.status.code == code, "\(label)", sourceLocation: sourceLocation)
+        if code != 204 {
+            #expect(String(decoding: response.body, as: UTF8.self) == MisbehavingServer.okBody, "\(label): body", sourceLocation: sourceLocation)
+        }
+    case (.error(let code), .failure(let error)):
+        #expect(error.code == code, "\(label): \(error)", sourceLocation: sourceLocation)
+        #expect(error.detail != nil || error.underlyingError != nil, "\(label): the error says what happened", sourceLocation: sourceLocation)
+    case (_, .success(let response)):
+        Issue.record("\(label): expected \(expected), got status \(response.status.code)", sourceLocation: sourceLocation)
+    case (_, .failure(let error)):
+        Issue.record("\(label): expected \(expected), got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+@Suite("Transports against a misbehaving server", .serialized)
+struct MisbehavingServerTests {
+    static let faults = MisbehavingServer.Fault.allCases.filter { $0 != .redirect }
+
+    @Test("each fault ends once, with its documented outcome, within its timeout", arguments: TransportKind.allCases, faults)
+    func oneFault(kind: TransportKind, fault: MisbehavingServer.Fault) async throws {
+        let server = try await FaultServer.running()
+        let transport = kind.make(timeout: .seconds(30))
+        await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)")
+        // Afterwards the transport still serves a normal request.
+        await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) ok after \(fault)")
+    }
+
+    @Test("every fault at once, twice over, and the pool still serves normal requests", arguments: TransportKind.allCases)
+    func allAtOnce(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        let transport = kind.make(timeout: .seconds(30))
+        await withTaskGroup(of: Void.self) { group in
+            for fault in Self.faults + Self.faults {
+                group.addTask { await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)") }
+            }
+        }
+        for _ in 0..<5 {
+            await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) ok afterwards")
+        }
+    }
+
+    @Test("a response with body bytes where none belong does not fail the next request", arguments: TransportKind.allCases)
+    func bodyWhereNoneBelongs(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        let transport = kind.make(timeout: .seconds(30))
+        for _ in 0..<10 {
+            await expectOutcome(transport, faultRequest(.noContentWithBody, on: server), .status(204), "\(kind) 204 with a body")
+            await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) the request after it")
+        }
+    }
+
+    @Test("a 401 or 407 with any challenge is a response, returned at once, also to 20 callers at once",
+          arguments: TransportKind.allCases)
+    func challengesAreResponses(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        let transport = kind.make(timeout: .seconds(5))
+        let challenges: [MisbehavingServer.Fault] = [.basicChallenge, .digestChallenge, .negotiateChallenge, .bearerChallenge,
+                                                     .multipleChallenges, .proxyChallenge]
+        let start = ContinuousClock.now
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<20 {
+                let fault = challenges[index % challenges.count]
+                group.addTask {
+                    var request = APIRequest(.get, url: server.url(fault))
+                    request[option: RequestTimeout.self] = .seconds(5)
+                    await expectOutcome(transport, request, fault.expected, "\(kind) \(fault)")
+                }
+            }
+        }
+        #expect(ContinuousClock.now - start < .seconds(3), "no call waited for its timeout")
+    }
+
+    @Test("a refused basic auth at the demo server returns its 401 at once", arguments: TransportKind.allCases)
+    func refusedBasicAuth(kind: TransportKind) async throws {
+        let chain = try await kind.chain(timeout: .seconds(5))
+        let start = ContinuousClock.now
+        let response = try await chain.load(try APIRequest(.get, path: ["api", "basic-auth"]))
+        #expect(response.status == .unauthorized)
+        #expect(response.headerFields[.wwwAuthenticate]?.hasPrefix("Basic") == true)
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+
+    @Test("a valid gzip body arrives decoded", arguments: TransportKind.allCases)
+    func gzipDecoded(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        let response = try await kind.make().load(faultRequest(.gzip, on: server))
+        #expect(String(decoding: response.body, as: UTF8.self) == MisbehavingServer.okBody)
+    }
+
+    @Test("the stored gzip and the bomb are what they claim to be")
+    func gzipFixtures() {
+        let stored = Gzip.stored(Array("hello".utf8))
+        #expect(Array(stored.prefix(2)) == [0x1f, 0x8b])
+        #expect(Gzip.crc32(Array("123456789".utf8)) == 0xcbf4_3926)
+        #expect(Gzip.bomb.count < 500_000)
+    }
+}

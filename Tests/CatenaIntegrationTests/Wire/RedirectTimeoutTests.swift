@@ -1,0 +1,175 @@
+import Catena
+import CatenaDemoServer
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("Redirects and timeouts, the same on every transport", .serialized)
+struct RedirectTimeoutTests {
+    /// A request to the misbehaving server's `/redirect` that sends the caller to `target`.
+    static func redirect(_ status: Int, to target: String, method: HTTPRequest.Method = .get,
+                         body: APIRequest.Body = .empty) async throws -> APIRequest {
+        let server = try await FaultServer.running()
+        var components = URLComponents(url: server.url(.redirect), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "status", value: "\(status)"), URLQueryItem(name: "to", value: target)]
+        return APIRequest(method, url: components.url!, body: body)
+    }
+
+    static func echoURL(host: String = "127.0.0.1") async throws -> String {
+        "http://\(host):\(try await TestServer.running().port)/api/echo"
+    }
+
+    @Test("307 and 308 keep the method and the body, also a file body and with upload progress watched",
+          arguments: TransportKind.allCases, [307, 308])
+    func keepBody(kind: TransportKind, status: Int) async throws {
+        let transport = kind.make()
+        let payload = patternData(200_000)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("catena-redirect-\(UUID().uuidString)")
+        try payload.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for body in [APIRequest.Body.data(payload), .file(file)] {
+            for watched in [false, true] {
+                var request = try await Self.redirect(status, to: try await Self.echoURL(), method: .post, body: body)
+                if watched { request[option: UploadProgress.self] = { _ in } }
+                let response = try await transport.load(request)
+                #expect(response.status == .ok, "\(kind) \(status) \(body.kind) watched: \(watched)")
+                let echo = try response.decode(Echo.self)
+                #expect(echo.method == "POST")
+                #expect(echo.bodyLength == payload.count, "\(kind) \(status) \(body.kind) watched: \(watched)")
+            }
+        }
+    }
+
+    @Test("303 turns a POST into a GET without a body; 302 does the same for a POST", arguments: TransportKind.allCases, [302, 303])
+    func becomesGET(kind: TransportKind, status: Int) async throws {
+        let request = try await Self.redirect(status, to: try await Self.echoURL(), method: .post, body: .json(["name": "neo"]))
+        let echo = try await kind.make().load(request).decode(Echo.self)
+        #expect(echo.method == "GET")
+        #expect(echo.bodyLength == 0)
+        #expect(echo.header("content-type") == nil)
+    }
+
+    @Test("RedirectPolicy.never returns the redirect; a loop fails with too many redirects", arguments: TransportKind.allCases)
+    func policy(kind: TransportKind) async throws {
+        var request = try await Self.redirect(302, to: try await Self.echoURL())
+        request[option: RedirectPolicy.self] = .never
+        let response = try await kind.make().load(request)
+        #expect(response.status == .found)
+        #expect(response.headerFields[.location] == (try await Self.echoURL()))
+
+        var sameOrigin = try await Self.redirect(302, to: try await Self.echoURL())
+        sameOrigin[option: RedirectPolicy.self] = .sameOrigin(max: 5)
+        #expect(try await kind.make().load(sameOrigin).status == .found)
+    }
+
+    enum Source: String, CaseIterable, Sendable { case environment, authorization, cookie, apiKeyHeader }
+    enum Destination: String, CaseIterable, Sendable { case sameOrigin, otherPort, otherHost }
+
+    @Test("credentials and the environment's headers never follow a redirect to another origin",
+          arguments: TransportKind.allCases, Destination.allCases)
+    func credentialsStayHome(kind: TransportKind, destination: Destination) async throws {
+        let demo = try await TestServer.running()
+        let fault = try await FaultServer.running()
+        for source in Source.allCases {
+            let secret = "s3cret-\(source.rawValue)"
+            let request: APIRequest
+            let base: URL
+            switch destination {
+            case .sameOrigin:
+                base = demo.baseURL
+                request = try APIRequest(.get, path: ["api", "redirect"], query: [URLQueryItem(name: "to", value: "/api/echo")])
+            case .otherPort, .otherHost:
+                base = fault.baseURL
+                let target = try await Self.echoURL(host: destination == .otherHost ? "localhost" : "127.0.0.1")
+                request = try APIRequest(.get, path: ["redirect"], query: [URLQueryItem(name: "status", value: "307"),
+                                                                           URLQueryItem(name: "to", value: target)])
+            }
+            var fields = HTTPFields()
+            var environmentFields = HTTPFields()
+            switch source {
+            case .environment: environmentFields[HTTPField.Name("X-Tenant-Key")!] = secret
+            case .authorization: fields[.authorization] = "Bearer \(secret)"
+            case .cookie: fields[.cookie] = "session=\(secret)"
+            case .apiKeyHeader: fields[HTTPField.Name("X-Api-Key")!] = secret
+            }
+            var sent = request
+            sent.headerFields.append(contentsOf: fields)
+            let environment = try #require(ServerEnvironment(baseURL: base, headerFields: environmentFields))
+            let chain = ApplyEnvironment(environment) --> kind.make()
+            let echo = try await chain.load(sent).decode(Echo.self)
+            let leaked = echo.headers.values.contains { $0.contains(secret) }
+            #expect(leaked == (destination == .sameOrigin), "\(kind) \(source) \(destination)")
+        }
+    }
+
+    @Test("a cross-origin or downgrading redirect strips secrets; a same-origin one keeps them")
+    func strippingRules() throws {
+        var request = try APIRequest(.post, urlString: "https://api.example.com/v1/upload",
+                                     headerFields: [.authorization: "Bearer t", HTTPField.Name("X-Api-Key")!: "k",
+                                                    HTTPField.Name("X-Env")!: "e", .accept: "application/json"],
+                                     body: .text("x"))
+        request[option: OriginBoundHeaders.self] = [HTTPField.Name("X-Env")!]
+        func follow(_ status: Int, _ location: String) throws -> APIRequest? {
+            let response = APIResponse(status: .init(code: status), headerFields: [.location: location], body: Data(), request: request)
+            return try Redirects.nextRequest(after: response, from: request)
+        }
+        let same = try #require(try follow(307, "/v1/other"))
+        #expect(same.headerFields[.authorization] == "Bearer t")
+        #expect(same.method == .post)
+        for location in ["http://api.example.com/v1/upload", "https://api.example.com:8443/x", "https://evil.example.net/x"] {
+            let next = try #require(try follow(308, location))
+            #expect(next.headerFields[.authorization] == nil, "\(location)")
+            #expect(next.headerFields[HTTPField.Name("X-Api-Key")!] == nil, "\(location)")
+            #expect(next.headerFields[HTTPField.Name("X-Env")!] == nil, "\(location)")
+            #expect(next.headerFields[.accept] == "application/json")
+        }
+        // User information in a Location never becomes credentials.
+        #expect(try follow(301, "https://user:pw@api.example.com/y")?.headerFields[.authorization] == "Bearer t")
+        #expect(throws: CatenaError.self) { try follow(302, "file:///etc/passwd") }
+        #expect(try follow(302, "") == nil)
+        #expect(try follow(200, "/elsewhere") == nil)
+    }
+
+    @Test("the timeout is Catena's own, to the millisecond: 900 ms for a 100 ms answer, 1.9 s for a 1.1 s one",
+          arguments: TransportKind.allCases)
+    func subSecondTimeouts(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        for (timeout, delay) in [(Duration.milliseconds(900), "0.1"), (.milliseconds(1900), "1.1")] {
+            var request = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "delay", value: delay)])
+            request[option: RequestTimeout.self] = timeout
+            #expect(try await chain.load(request).status == .ok, "\(kind) \(timeout) for \(delay) s")
+        }
+        var late = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "delay", value: "5")])
+        late[option: RequestTimeout.self] = .milliseconds(1500)
+        let start = ContinuousClock.now
+        let error = await #expect(throws: CatenaError.self) { try await chain.load(late) }
+        let elapsed = ContinuousClock.now - start
+        #expect(error?.code == .timedOut)
+        #expect(elapsed >= .milliseconds(1400) && elapsed < .seconds(3), "\(kind) fired after \(elapsed)")
+    }
+
+    @Test("cancelling calls while their redirects are pending never brings the process down", arguments: TransportKind.allCases)
+    func cancelDuringRedirects(kind: TransportKind) async throws {
+        let chain = try await kind.chain(timeout: .seconds(10))
+        let ended = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let call = Task {
+                        try await chain.load(try APIRequest(.get, path: ["api", "redirect"], query: [
+                            URLQueryItem(name: "to", value: "/api/redirect?to=/api/users/2"),
+                        ]))
+                    }
+                    try? await Task.sleep(for: .microseconds(index % 20 * 150))
+                    call.cancel()
+                    switch await call.result {
+                    case .success(let response): return response.status == .ok
+                    case .failure(let error): return (error as? CatenaError)?.code == .cancelled
+                    }
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(ended == 200, "every call ended as a success or as cancelled")
+        #expect(try await chain.load(try APIRequest(.get, path: ["api", "users", "2"])).status == .ok)
+    }
+}

@@ -86,13 +86,13 @@ package final class DownloadWriter {
 
     /// Closes the file and moves it into place, replacing what was there.
     package func finish(request: APIRequest) throws(CatenaError) {
-        finished = true
         try? handle.close()
         do {
             if FileManager.default.fileExists(atPath: destination.file.path) {
                 try FileManager.default.removeItem(at: destination.file)
             }
             try FileManager.default.moveItem(at: partial, to: destination.file)
+            finished = true
         } catch {
             throw CatenaError(.invalidResponse, request: request, underlyingError: error, detail: "moving the download to \(destination.file.path) failed")
         }

@@ -37,7 +37,8 @@ public enum OriginBoundHeaders: RequestOption {
 /// - A redirect to another origin (scheme, host or port differs) strips
 ///   `Authorization`, `Proxy-Authorization`, `Cookie`, every header the redaction
 ///   treats as secret, and every ``OriginBoundHeaders`` name (the environment's API
-///   key, say). A downgrade from https to http is stripped the same way.
+///   key, say). A downgrade from https to http is stripped the same way, and a
+///   redirect that would resend a body over plain http is not followed: it is the answer.
 /// - A `Location` that is missing or unusable leaves the 3xx as the answer; one that
 ///   names a scheme other than http or https fails with
 ///   ``CatenaError/Code/invalidResponse``. User information in a `Location` is dropped.
@@ -102,10 +103,12 @@ public enum Redirects {
         components.fragment = nil
         guard let url = components.url else { return nil }
 
-        var next = APIRequest(request.method, url: url, headerFields: request.headerFields, body: request.body)
-        next.options = request.options
         let code = response.status.code
         let becomesGET = (code == 303 && request.method != .head) || ((code == 301 || code == 302) && request.method == .post)
+        // A body resent from https to http would go out in clear text: the redirect is the answer.
+        if !becomesGET, !request.body.isEmpty, request.scheme == "https", scheme == "http" { return nil }
+        var next = APIRequest(request.method, url: url, headerFields: request.headerFields, body: request.body)
+        next.options = request.options
         if becomesGET {
             next.method = .get
             next.body = .empty

@@ -18,6 +18,10 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
         calls.withLock { $0[task.taskIdentifier] = call }
     }
 
+    func unregister(_ task: URLSessionTask) {
+        _ = calls.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+    }
+
     private func call(_ task: URLSessionTask) -> URLSessionCall? {
         calls.withLock { $0[task.taskIdentifier] }
     }
@@ -63,7 +67,7 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let call = calls.withLock { $0.removeValue(forKey: task.taskIdentifier) }
-        call?.completed(error)
+        call?.completed(error, response: task.response as? HTTPURLResponse)
     }
 }
 
@@ -119,6 +123,8 @@ final class URLSessionCall: Sendable {
 
     /// Starts `task` with its deadline, unless the caller was cancelled already.
     func start(_ task: URLSessionTask, router: URLSessionRouter, continuation: CheckedContinuation<Outcome, any Error>) {
+        // Registered before anything can complete it, so no callback finds it missing.
+        router.register(self, for: task)
         let stopped = state.withLock { state -> (any Error)? in
             state.started = true
             if let reason = state.stoppedEarly { return reason }
@@ -131,11 +137,11 @@ final class URLSessionCall: Sendable {
         }
         if let stopped {
             // Never resumed: no transfer, so no redirect can be pending.
+            router.unregister(task)
             task.cancel()
             continuation.resume(throwing: stopped)
             return
         }
-        router.register(self, for: task)
         task.resume()
     }
 
@@ -164,7 +170,10 @@ final class URLSessionCall: Sendable {
         continuation?.resume(throwing: reason)
     }
 
+    /// Reports upload progress while the caller still waits. Runs on the session's
+    /// serial delegate queue, like every progress callback: keep them short.
     func sent(_ total: Int64, of expected: Int64) {
+        guard state.withLock({ $0.continuation != nil }) else { return }
         request[option: UploadProgress.self]?(TransferProgress(completed: total, total: expected > 0 ? expected : nil))
     }
 
@@ -193,13 +202,16 @@ final class URLSessionCall: Sendable {
                 return (state.task, nil)
             }
             state.response = http
+            let downloads = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
+            // A HEAD, 204 or 304 has no body whatever its Content-Length says, and a
+            // download goes to a file: only a body held in memory is limited.
+            let bodiless = request.method == .head || http.statusCode == 204 || http.statusCode == 304
             do throws(CatenaError) {
-                try Self.checkFraming(http, limit: limit, request: request)
+                try Self.checkFraming(http, limit: bodiless || downloads ? .max : limit, request: request)
             } catch {
                 state.failure = error
                 return (state.task, nil)
             }
-            let downloads = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
             return (nil, downloads ? http : nil)
         }
         if let task {
@@ -273,7 +285,9 @@ final class URLSessionCall: Sendable {
         }
     }
 
-    func completed(_ error: (any Error)?) {
+    /// `response` is the task's own: corelibs never hands a redirect's head to the
+    /// delegate, so a 3xx that was not followed (no usable Location) is only there.
+    func completed(_ error: (any Error)?, response taskResponse: HTTPURLResponse?) {
         let request = request
         let (continuation, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, Result<Outcome, any Error>) in
             state.phase = .completed
@@ -287,7 +301,7 @@ final class URLSessionCall: Sendable {
             if let failure = state.failure { return (continuation, .failure(failure)) }
             let answeredChallenge = state.challenged && (error as? URLError)?.code == .cancelled
             if let error, !answeredChallenge { return (continuation, .failure(error)) }
-            guard let response = state.response else { return (continuation, .failure(URLError(.badServerResponse))) }
+            guard let response = state.response ?? taskResponse else { return (continuation, .failure(URLError(.badServerResponse))) }
             if let writer {
                 do throws(CatenaError) {
                     try writer.finish(request: request)

@@ -66,7 +66,8 @@ public struct URLSessionTransport: HTTPLoader {
         urlRequest.httpMethod = request.method.rawValue
         // corelibs turns this into an idle timer of whole seconds, rounded down: keep it
         // clear of Catena's own deadline, which is the real limit.
-        urlRequest.timeoutInterval = (timeout.seconds + 1).rounded(.up)
+        // Clamped: corelibs multiplies it by 1,000 into an Int, which traps when huge.
+        urlRequest.timeoutInterval = min((timeout.seconds + 1).rounded(.up), 1e9)
         for field in request.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }

@@ -31,10 +31,12 @@ import Synchronization
 ///   the same rules as on URLSession: 307 and 308 keep a streamed body, and credentials
 ///   and the environment's headers never reach another origin.
 ///
-/// A request that fails on a reused connection before any response head arrived (the
-/// connection was closed, or an earlier response left bytes on it that break the next
-/// one) is sent once more on another connection when it is idempotent: a healthy
-/// request never fails because of another response's framing.
+/// An idempotent request that fails before any response head arrived (the connection
+/// was closed, or an earlier response left bytes on a reused connection that break
+/// the next one) is sent once more, within its timeout: a healthy request never fails
+/// because of another response's framing. AsyncHTTPClient does not say whether the
+/// connection was reused, so a server that answers garbage to a fresh connection gets
+/// the request twice.
 public final class AsyncHTTPClientTransport: HTTPLoader {
     /// The client requests go through.
     public let client: HTTPClient
@@ -131,12 +133,15 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
+            let start = ContinuousClock.now
             do throws(CatenaError) {
                 return try await send(hop, timeout: left)
             } catch where Self.mayResend(hop, after: error) {
                 // Failed before any response head, most likely on a reused connection
-                // that the previous response left broken: once more, on another one.
-                return try await send(hop, timeout: left)
+                // that the previous response left broken: once more, in the time left.
+                let remaining = left - (ContinuousClock.now - start)
+                guard remaining > .zero else { throw error }
+                return try await send(hop, timeout: remaining)
             }
         }
     }
@@ -145,7 +150,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// failure came before any response head (the connection closed, or its bytes did
     /// not parse as a response).
     static func mayResend(_ request: APIRequest, after error: CatenaError) -> Bool {
-        guard error.response == nil, error.underlyingError is PreHeadFailure else { return false }
+        guard error.code != .cancelled, !Task.isCancelled, error.response == nil, error.underlyingError is PreHeadFailure else { return false }
         return [.get, .head, .options, .put, .delete, .trace].contains(request.method)
     }
 

@@ -69,7 +69,8 @@ public final class MisbehavingServer: Sendable {
         case multipleChallenges = "challenge-multiple"
         /// A 407 with `Proxy-Authenticate: Basic`.
         case proxyChallenge = "challenge-proxy"
-        /// `/redirect?status=N&to=URL`: a redirect with that status to that URL.
+        /// `/redirect?status=N&to=URL`: a redirect with that status to that URL (no
+        /// Location when `to` is empty).
         case redirect
     }
 
@@ -134,6 +135,7 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !done else { return }   // a fault owns the connection: input is dropped
         var incoming = unwrapInboundIn(data)
         buffer.writeBuffer(&incoming)
         while !done, let (target, consumed) = nextRequest() {
@@ -153,11 +155,18 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
         let lines = head.split(separator: "\r\n")
         let parts = lines.first?.split(separator: " ") ?? []
-        let length = lines.dropFirst().compactMap { line -> Int? in
-            let pair = line.split(separator: ":", maxSplits: 1)
+        let fields = lines.dropFirst().map { $0.split(separator: ":", maxSplits: 1) }
+        let chunked = fields.contains { $0.first?.lowercased() == "transfer-encoding" }
+        let length = fields.compactMap { pair -> Int? in
             guard pair.count == 2, pair[0].lowercased() == "content-length" else { return nil }
             return Int(pair[1].trimmingCharacters(in: .whitespaces))
         }.first ?? 0
+        // Only small, counted request bodies: anything else ends the connection.
+        guard !chunked, (0...(16 << 20)).contains(length) else {
+            done = true
+            channel.close(promise: nil)
+            return nil
+        }
         let total = end.upperBound - view.startIndex + length
         guard parts.count >= 2, buffer.readableBytes >= total else { return nil }
         return (String(parts[1]), total)
@@ -264,7 +273,9 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
             let items = components?.queryItems ?? []
             let status = items.first { $0.name == "status" }?.value ?? "302"
             let location = items.first { $0.name == "to" }?.value ?? "/ok"
-            write("HTTP/1.1 \(status) Redirect\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n")
+            // An empty `to` sends the redirect without a Location.
+            let field = location.isEmpty ? "" : "Location: \(location)\r\n"
+            write("HTTP/1.1 \(status) Redirect\r\n\(field)Content-Length: 0\r\n\r\n")
         }
     }
 

@@ -154,6 +154,22 @@ struct MisbehavingServerTests {
         #expect(ContinuousClock.now - start < .seconds(2))
     }
 
+    @Test("a redirect without a Location is the answer, on both transports", arguments: TransportKind.allCases)
+    func redirectWithoutLocation(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        var components = URLComponents(url: server.url(.redirect), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "status", value: "302"), URLQueryItem(name: "to", value: "")]
+        let response = try await kind.make().load(APIRequest(.get, url: components.url!))
+        #expect(response.status == .found)
+    }
+
+    @Test("a HEAD for a body larger than the limit is fine: it has no body", arguments: TransportKind.allCases)
+    func headOverLimit(kind: TransportKind) async throws {
+        var request = try APIRequest(.head, path: ["api", "echo"])
+        request[option: MaximumResponseSize.self] = 10
+        #expect(try await kind.chain().load(request).status == .ok)
+    }
+
     @Test("a valid gzip body arrives decoded", arguments: TransportKind.allCases)
     func gzipDecoded(kind: TransportKind) async throws {
         let server = try await FaultServer.running()

@@ -116,7 +116,10 @@ struct RedirectTimeoutTests {
         let same = try #require(try follow(307, "/v1/other"))
         #expect(same.headerFields[.authorization] == "Bearer t")
         #expect(same.method == .post)
-        for location in ["http://api.example.com/v1/upload", "https://api.example.com:8443/x", "https://evil.example.net/x"] {
+        // A body is never resent over plain http: the 308 is the answer.
+        #expect(try follow(308, "http://api.example.com/v1/upload") == nil)
+        #expect(try follow(303, "http://api.example.com/v1/done")?.headerFields[.authorization] == nil)
+        for location in ["https://api.example.com:8443/x", "https://evil.example.net/x"] {
             let next = try #require(try follow(308, location))
             #expect(next.headerFields[.authorization] == nil, "\(location)")
             #expect(next.headerFields[HTTPField.Name("X-Api-Key")!] == nil, "\(location)")

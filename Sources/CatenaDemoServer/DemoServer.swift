@@ -1,11 +1,7 @@
 public import Foundation
 import Hummingbird
-import HummingbirdCore
 public import Logging
 import NIOCore
-import NIOHTTP1
-import NIOHTTPCompression
-import NIOHTTPTypesHTTP1
 import ServiceLifecycle
 
 /// The demo API server: reqres-style users plus routes for testing transports
@@ -25,7 +21,6 @@ public enum DemoServer {
         let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = Application(
             router: DemoRoutes.makeRouter(photos: photos),
-            server: compressingHTTP1,
             configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
             onServerRunning: { channel in
                 continuation.yield(channel.localAddress?.port ?? port)
@@ -58,7 +53,6 @@ public enum DemoServer {
         logger.logLevel = logLevel
         let app = Application(
             router: DemoRoutes.makeRouter(photos: photos),
-            server: compressingHTTP1,
             configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
             onServerRunning: { channel in
                 onListening(RunningDemoServer.baseURL(host: host, port: channel.localAddress?.port ?? port))
@@ -69,28 +63,6 @@ public enum DemoServer {
         configuration.gracefulShutdownSignals = [.sigint, .sigterm]
         configuration.maximumGracefulShutdownDuration = .seconds(2)
         try await ServiceGroup(configuration: configuration).run()
-    }
-}
-
-extension DemoServer {
-    /// HTTP/1.1 that compresses text and JSON bodies of 1 KiB or more with gzip or
-    /// deflate when the client asks (`Accept-Encoding`), as real servers do.
-    ///
-    /// swift-nio-extras' `HTTPResponseCompressor` works on NIOHTTP1's parts and
-    /// Hummingbird hands its extra handlers swift-http-types' parts, so the compressor
-    /// sits between a pair of converters.
-    static var compressingHTTP1: HTTPServerBuilder {
-        .http1(configuration: .init(additionalChannelHandlers: [
-            HTTPToHTTP1ServerCodec(),
-            HTTPResponseCompressor(initialByteBufferCapacity: 0) { head, supported in
-                guard supported, let type = head.headers.first(name: "Content-Type"),
-                      type.hasPrefix("application/json") || type.hasPrefix("text/")
-                else { return .doNotCompress }
-                let length = head.headers.first(name: "Content-Length").flatMap { Int($0) }
-                return (length ?? .max) >= 1024 ? .compressIfPossible : .doNotCompress
-            },
-            HTTP1ToHTTPServerCodec(secure: false),
-        ]))
     }
 }
 

@@ -108,7 +108,9 @@ struct ThrottleTests {
         let key = uniqueKey()
         let throttle = Throttle(maxInFlight: 1)
         let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport()
-        let first = Task { try await chain.load(try holdRequest(key, hold: 0.6)) }
+        // The slot frees 1.3 s after the cancel: leaving within 0.8 s proves the queue
+        // did not wait for it, with room for a loaded machine.
+        let first = Task { try await chain.load(try holdRequest(key, hold: 1.5)) }
         try await Task.sleep(for: .milliseconds(100))
         let queued = Task { try await chain.load(try holdRequest(key)) }
         try await Task.sleep(for: .milliseconds(100))
@@ -117,7 +119,7 @@ struct ThrottleTests {
         queued.cancel()
         let error = (await queued.result).failure as? CatenaError
         #expect(error?.code == .cancelled)
-        #expect(ContinuousClock.now - cancelledAt < .milliseconds(300), "left the queue without waiting for the slot")
+        #expect(ContinuousClock.now - cancelledAt < .milliseconds(800), "left the queue without waiting for the slot")
         #expect(throttle.waiting == 0)
         _ = try await first.value
         #expect(try await inFlightStats(key).total == 1)
@@ -377,7 +379,9 @@ struct AuthTests {
         let refreshes = Atomic<Int>(0)
         let auth = TokenAuth(hosts: ["127.0.0.1"], token: BearerToken(accessToken: "not-a-live-token")) { _ in
             refreshes.add(1, ordering: .relaxed)
-            try await Task.sleep(for: .milliseconds(100))
+            // Long enough that every one of the 20 401s arrives while it runs, also on a
+            // loaded machine (a 401 after a failed refresh rightly tries a new one).
+            try await Task.sleep(for: .seconds(1))
             throw RefreshDenied()
         }
         let counter = Counter()

@@ -32,7 +32,9 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    var sections: Set<String> = ["http", "operations", "cache"]
+    var sections: Set<String> = ["http", "operations", "cache", "soak"]
+    /// Calls per transport in the soak.
+    var soakRequests = 100_000
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -43,9 +45,10 @@ struct Settings {
             case ("--requests", let value?): requests = value
             case ("--rounds", let value?): rounds = value
             case ("--in-flight", let value?): inFlight = value
-            case ("--only", _) where text.map(["http", "operations", "cache"].contains) == true: sections = [text!]
+            case ("--soak-requests", let value?): soakRequests = value
+            case ("--only", _) where text.map(["http", "operations", "cache", "soak"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--only http|operations|cache]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--only http|operations|cache|soak]")
                 exit(2)
             }
         }
@@ -225,6 +228,9 @@ enum Benchmarks {
         }
         if settings.sections.contains("cache") {
             try await cacheBenchmark(base: base, rounds: max(3, settings.rounds / 5))
+        }
+        if settings.sections.contains("soak") {
+            try await soakBenchmark(base: base, requests: settings.soakRequests)
         }
         guard settings.sections.contains("http") else {
             await server.stop()

@@ -1,0 +1,54 @@
+import Catena
+import CatenaAsyncHTTPClient
+import Foundation
+import Logging
+
+/// Resident memory of this process, in bytes (Linux: /proc/self/statm).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// `requests` calls through the full stack (environment, log, de-duplication, throttle,
+/// retry, validation, token auth, HTTP cache) on each transport, 16 at a time, mixing a
+/// cached user (revalidated with ETags), a list page and a token-protected resource.
+/// Resident memory is sampled every 10,000 calls; growth is counted from the first
+/// sample (the warm-up), so it shows what the stack keeps, not what it needs to start.
+func soakBenchmark(base: URL, requests: Int) async throws {
+    let environment = ServerEnvironment(baseURL: base)!
+    let quiet = Logger(label: "soak") { _ in SwiftLogNoOpLogHandler() }
+    let paths: [[String]] = [["api", "users", "2"], ["api", "users"], ["api", "protected", "me"]]
+    print("| \(requests) calls through the full stack, 16 in flight | calls/s | RSS after 10,000, MB | RSS max, MB | RSS at the end, MB | growth after warm-up, MB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for (name, transport) in [("AsyncHTTPClient", AsyncHTTPClientTransport() as any HTTPLoader), ("URLSession", URLSessionTransport())] {
+        let oauth = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
+                                       password: "cityslicka", loader: transport)
+        let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> Deduplicate() --> Throttle(maxInFlight: 64)
+            --> Retry() --> Validate() --> TokenAuth(hosts: ["127.0.0.1"], refresh: oauth.refresh) --> HTTPCache() --> transport
+        var samples: [Int] = []
+        let start = ContinuousClock.now
+        var sent = 0
+        while sent < requests {
+            let batch = min(10_000, requests - sent)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<batch {
+                    if index >= 16 { try await group.next() }
+                    let path = paths[(sent + index) % paths.count]
+                    group.addTask { _ = try await chain.load(try APIRequest(.get, path: path)) }
+                }
+                try await group.waitForAll()
+            }
+            sent += batch
+            samples.append(residentBytes())
+        }
+        let elapsed = ContinuousClock.now - start
+        let megabytes = { (bytes: Int) in format(Double(bytes) / 1_048_576, 1) }
+        let warm = samples.first ?? 0
+        let growth = (samples.max() ?? 0) - warm
+        print("| \(name) | \(format(Double(requests) / elapsed.seconds, 0)) | \(megabytes(warm)) | \(megabytes(samples.max() ?? 0)) | \(megabytes(samples.last ?? 0)) | **\(megabytes(growth))** |")
+        print("<!-- \(name) RSS samples, MB: \(samples.map(megabytes).joined(separator: " ")) -->")
+    }
+    print()
+}

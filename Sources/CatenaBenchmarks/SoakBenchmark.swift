@@ -1,6 +1,9 @@
 import Catena
 import CatenaAsyncHTTPClient
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Logging
 
 /// Resident memory of this process, in bytes (Linux: /proc/self/statm).
@@ -20,23 +23,33 @@ func soakBenchmark(base: URL, requests: Int) async throws {
     let environment = ServerEnvironment(baseURL: base)!
     let quiet = Logger(label: "soak") { _ in SwiftLogNoOpLogHandler() }
     let paths: [[String]] = [["api", "users", "2"], ["api", "users"], ["api", "protected", "me"]]
-    print("| \(requests) calls through the full stack, 16 in flight | calls/s | RSS after 10,000, MB | RSS max, MB | RSS at the end, MB | growth after warm-up, MB |")
+    print("| \(requests) calls, 16 in flight | calls/s | RSS after 10,000, MB | RSS max, MB | RSS at the end, MB | growth after warm-up, MB |")
     print("|---|---:|---:|---:|---:|---:|")
+    var rows: [(String, @Sendable (Int) async throws -> Void)] = []
     for (name, transport) in [("AsyncHTTPClient", AsyncHTTPClientTransport() as any HTTPLoader), ("URLSession", URLSessionTransport())] {
         let oauth = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
                                        password: "cityslicka", loader: transport)
         let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> Deduplicate() --> Throttle(maxInFlight: 64)
             --> Retry() --> Validate() --> TokenAuth(hosts: ["127.0.0.1"], refresh: oauth.refresh) --> HTTPCache() --> transport
+        rows.append(("\(name), full stack", { index in _ = try await chain.load(try APIRequest(.get, path: paths[index % paths.count])) }))
+    }
+    // What the transport and URLSession itself keep, for comparison.
+    let alone = ApplyEnvironment(environment) --> URLSessionTransport()
+    rows.append(("URLSessionTransport alone (users/2)", { _ in _ = try await alone.load(try APIRequest(.get, path: ["api", "users", "2"])) }))
+    let rawSession = URLSession(configuration: URLSessionTransport.defaultConfiguration)
+    let rawURL = base.appending(path: "api/users/2")
+    rows.append(("raw URLSession `data(for:)` (users/2)", { _ in _ = try await rawSession.data(for: URLRequest(url: rawURL)) }))
+    for (name, call) in rows {
         var samples: [Int] = []
         let start = ContinuousClock.now
         var sent = 0
         while sent < requests {
             let batch = min(10_000, requests - sent)
+            let offset = sent
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<batch {
                     if index >= 16 { try await group.next() }
-                    let path = paths[(sent + index) % paths.count]
-                    group.addTask { _ = try await chain.load(try APIRequest(.get, path: path)) }
+                    group.addTask { try await call(offset + index) }
                 }
                 try await group.waitForAll()
             }

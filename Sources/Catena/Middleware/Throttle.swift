@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Per-request opt-out of a ``Throttle``: a request with this option set to `true`
 /// goes straight through.
@@ -37,6 +36,9 @@ public struct Throttle: HTTPMiddleware {
 
     /// How many requests are waiting now.
     public var waiting: Int { gate.waiting }
+
+    /// Whether the gate's invariant holds: a free slot implies an empty queue.
+    var invariantHolds: Bool { gate.invariantHolds }
 }
 
 /// A FIFO semaphore whose waiters can leave when cancelled.
@@ -52,13 +54,19 @@ final class Gate: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
+    /// Runs between the first look for a slot and joining the queue: tests use it to
+    /// free a slot in exactly that gap.
+    private let beforeQueueing: (@Sendable () -> Void)?
 
-    init(limit: Int) {
-        state = Mutex(State(available: limit))
+    init(limit: Int, beforeQueueing: (@Sendable () -> Void)? = nil) {
+        state = Locked(State(available: limit))
+        self.beforeQueueing = beforeQueueing
     }
 
     var waiting: Int { state.withLock { $0.queue.count } }
+
+    var invariantHolds: Bool { state.withLock { $0.available == 0 || $0.queue.isEmpty } }
 
     /// Waits for a slot. Returns false when the task was cancelled while waiting (or
     /// before), in which case no slot is held.
@@ -73,14 +81,22 @@ final class Gate: Sendable {
             return (false, state.nextID)
         }
         if entered { return true }
+        beforeQueueing?()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let cancelled = state.withLock { state -> Bool in
-                    if Task.isCancelled { return true }
+                // Decided again under the lock that queues: a slot freed since the
+                // first look went back to `available` with nobody queued to take it,
+                // and would stay free while this request waited for good.
+                let outcome = state.withLock { state -> Bool? in
+                    if Task.isCancelled { return false }
+                    if state.available > 0 && state.queue.isEmpty {
+                        state.available -= 1
+                        return true
+                    }
                     state.queue.append(Waiter(id: id, continuation: continuation))
-                    return false
+                    return nil
                 }
-                if cancelled { continuation.resume(returning: false) }
+                if let outcome { continuation.resume(returning: outcome) }
             }
         } onCancel: {
             let waiter = state.withLock { state -> Waiter? in

@@ -88,10 +88,11 @@ package final class DownloadWriter {
     package func finish(request: APIRequest) throws(CatenaError) {
         try? handle.close()
         do {
-            if FileManager.default.fileExists(atPath: destination.file.path) {
-                try FileManager.default.removeItem(at: destination.file)
+            // rename(2) replaces what was there in one step: a failure leaves the old
+            // file as it was.
+            guard rename(partial.path, destination.file.path) == 0 else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: destination.file.path, "errno": errno])
             }
-            try FileManager.default.moveItem(at: partial, to: destination.file)
             finished = true
         } catch {
             throw CatenaError(.invalidResponse, request: request, underlyingError: error, detail: "moving the download to \(destination.file.path) failed")

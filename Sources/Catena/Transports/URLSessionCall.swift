@@ -307,6 +307,13 @@ final class URLSessionCall: Sendable {
             let answeredChallenge = state.challenged && (error as? URLError)?.code == .cancelled
             if let error, !answeredChallenge { return (continuation, .failure(error)) }
             guard let response = state.response ?? taskResponse else { return (continuation, .failure(URLError(.badServerResponse))) }
+            if state.response == nil {
+                do throws(CatenaError) {
+                    try Self.checkFraming(response, limit: .max, request: request)
+                } catch {
+                    return (continuation, .failure(error))
+                }
+            }
             if let writer {
                 do throws(CatenaError) {
                     try writer.finish(request: request)

@@ -16,7 +16,8 @@ struct CompressionMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
-        guard let encoding = request.headers[.acceptEncoding].flatMap(Self.choose),
+        guard request.method != .head, response.status == .ok,
+              let encoding = request.headers[.acceptEncoding].flatMap(Self.choose),
               response.headers[.contentEncoding] == nil,
               let type = response.headers[.contentType], type.hasPrefix("application/json") || type.hasPrefix("text/"),
               let length = response.headers[.contentLength].flatMap({ Int($0) }),
@@ -25,23 +26,29 @@ struct CompressionMiddleware<Context: RequestContext>: RouterMiddleware {
         let collected = Collected()
         try await response.body.write(Collector(into: collected))
         var body = collected.buffer
+        guard body.readableBytes <= Self.maximumSize else { throw HTTPError(.internalServerError) }
         let compressed = try body.compress(with: encoding == "gzip" ? .gzip() : .zlib())
         response.headers[.contentEncoding] = encoding
         response.headers[.contentLength] = String(compressed.readableBytes)
         response.headers[values: .vary].append("Accept-Encoding")
+        // Another representation: its validator may match only weakly (RFC 9110, 8.8.3).
+        if let etag = response.headers[.eTag], !etag.hasPrefix("W/") { response.headers[.eTag] = "W/" + etag }
         response.body = ResponseBody(byteBuffer: compressed)
         return response
     }
 
-    /// gzip or deflate, whichever the client accepts (gzip first), ignoring `q=0`.
+    /// gzip or deflate, whichever the client ranks higher (`q`, gzip on a tie); never
+    /// one it refuses with `q=0`.
     static func choose(_ accepted: String) -> String? {
-        let offered = accepted.split(separator: ",").compactMap { item -> String? in
+        var best: (name: String, quality: Double)?
+        for item in accepted.split(separator: ",") {
             let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-            guard let name = parts.first else { return nil }
+            guard let name = parts.first, name == "gzip" || name == "deflate" else { continue }
             let quality = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
-            return quality > 0 ? name : nil
+            guard quality > 0, quality.isFinite else { continue }
+            if best == nil || quality > best!.quality || (quality == best!.quality && name == "gzip") { best = (name, quality) }
         }
-        return ["gzip", "deflate"].first { offered.contains($0) }
+        return best?.name
     }
 
     /// Where a ``Collector`` puts the body (the writer itself is consumed).

@@ -35,6 +35,8 @@ struct Settings {
     var sections: Set<String> = ["http", "operations", "cache", "soak"]
     /// Calls per transport in the soak.
     var soakRequests = 100_000
+    /// Only this row of the soak (each row is best measured in a process of its own).
+    var soakRow: Int?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -46,9 +48,10 @@ struct Settings {
             case ("--rounds", let value?): rounds = value
             case ("--in-flight", let value?): inFlight = value
             case ("--soak-requests", let value?): soakRequests = value
+            case ("--soak-row", let value?): soakRow = value
             case ("--only", _) where text.map(["http", "operations", "cache", "soak"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--only http|operations|cache|soak]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|operations|cache|soak]")
                 exit(2)
             }
         }
@@ -230,7 +233,7 @@ enum Benchmarks {
             try await cacheBenchmark(base: base, rounds: max(3, settings.rounds / 5))
         }
         if settings.sections.contains("soak") {
-            try await soakBenchmark(base: base, requests: settings.soakRequests)
+            try await soakBenchmark(base: base, requests: settings.soakRequests, row: settings.soakRow)
         }
         guard settings.sections.contains("http") else {
             await server.stop()

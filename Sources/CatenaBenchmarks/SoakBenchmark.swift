@@ -19,7 +19,10 @@ func residentBytes() -> Int {
 /// cached user (revalidated with ETags), a list page and a token-protected resource.
 /// Resident memory is sampled every 10,000 calls; growth is counted from the first
 /// sample (the warm-up), so it shows what the stack keeps, not what it needs to start.
-func soakBenchmark(base: URL, requests: Int) async throws {
+///
+/// Rows run one after another share the allocator's freed pages, which flatters the
+/// later rows: `row` runs just one, for a process of its own.
+func soakBenchmark(base: URL, requests: Int, row: Int?) async throws {
     let environment = ServerEnvironment(baseURL: base)!
     let quiet = Logger(label: "soak") { _ in SwiftLogNoOpLogHandler() }
     let paths: [[String]] = [["api", "users", "2"], ["api", "users"], ["api", "protected", "me"]]
@@ -39,7 +42,7 @@ func soakBenchmark(base: URL, requests: Int) async throws {
     let rawSession = URLSession(configuration: URLSessionTransport.defaultConfiguration)
     let rawURL = base.appending(path: "api/users/2")
     rows.append(("raw URLSession `data(for:)` (users/2)", { _ in _ = try await rawSession.data(for: URLRequest(url: rawURL)) }))
-    for (name, call) in rows {
+    for (index, (name, call)) in rows.enumerated() where row == nil || row == index {
         var samples: [Int] = []
         let start = ContinuousClock.now
         var sent = 0

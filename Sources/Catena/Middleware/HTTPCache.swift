@@ -123,17 +123,29 @@ struct CacheControl: Sendable, Equatable {
     init(_ value: String?) {
         guard let value else { return }
         for part in value.split(separator: ",") {
-            let pieces = part.split(separator: "=", maxSplits: 1)
-            let name = pieces[0].trimmingCharacters(in: .whitespaces).lowercased()
+            // Empty pieces ("=", "no-cache,=") are kept, so there is always a name.
+            let pieces = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let first = pieces.first else { continue }
+            let name = first.trimmingCharacters(in: .whitespaces).lowercased()
             let argument = pieces.count > 1 ? pieces[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) : nil
             switch name {
-            case "max-age": maxAge = argument.flatMap { Int($0) }.map { max(0, $0) } ?? 0
+            case "max-age": maxAge = argument.map(Self.deltaSeconds) ?? 0
             case "no-store": noStore = true
             case "no-cache": noCache = true
             case "public": isPublic = true
             default: break
             }
         }
+    }
+
+    /// The largest delta-seconds a cache must accept (RFC 9111, section 1.2.2: 2^31).
+    static let maximumDeltaSeconds = 2_147_483_648
+
+    /// delta-seconds: digits only; larger than 2^31 means 2^31; anything else is 0
+    /// (a malformed `max-age` makes the response stale, as RFC 9111 asks).
+    static func deltaSeconds<Text: StringProtocol>(_ text: Text) -> Int {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (48...57).contains($0) }) else { return 0 }
+        return Int(text).map { min($0, maximumDeltaSeconds) } ?? maximumDeltaSeconds
     }
 }
 
@@ -204,8 +216,9 @@ struct CacheEntry: Sendable {
 
     /// The response's age at `now`: its `Age` when received plus the time since.
     func age(at now: Date) -> TimeInterval {
-        let initial = headerFields[.age].flatMap { TimeInterval($0) } ?? 0
-        return max(0, initial) + max(0, now.timeIntervalSince(receivedAt))
+        // Age is delta-seconds: "1e19", "inf", "-5" or "nan" count as 0, huge as 2^31.
+        let initial = headerFields[.age].map { CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+        return TimeInterval(initial) + max(0, now.timeIntervalSince(receivedAt))
     }
 
     func isFresh(at now: Date) -> Bool { age(at: now) < lifetime }
@@ -235,7 +248,8 @@ struct CacheEntry: Sendable {
     /// The stored response, as the answer to `request`, with its current `Age`.
     func response(to request: APIRequest, at now: Date) -> APIResponse {
         var fields = headerFields
-        fields[.age] = String(Int(age(at: now)))
+        let age = age(at: now)
+        fields[.age] = String(age.isFinite ? Int(min(age, TimeInterval(CacheControl.maximumDeltaSeconds))) : CacheControl.maximumDeltaSeconds)
         return APIResponse(status: status, headerFields: fields, body: body, request: request)
     }
 }

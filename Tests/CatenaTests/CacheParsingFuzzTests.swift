@@ -28,12 +28,12 @@ struct CacheParsingFuzzTests {
         }
     }
 
-    @Test("10,000 random Cache-Control, Age, Expires, Date and Vary values never trap")
+    @Test("2,000 random Cache-Control, Age, Expires, Date and Vary values never trap")
     func random() {
         var generator = SystemRandomNumberGenerator()
         let request = APIRequest(.get, url: URL(string: "http://127.0.0.1/x")!)
         var stored = 0
-        for _ in 0..<10_000 {
+        for _ in 0..<2_000 {
             var fields = HTTPFields()
             for name: HTTPField.Name in [.cacheControl, .age, .expires, .date, .vary, .eTag] where Bool.random(using: &generator) {
                 // HTTPFields refuses what HTTP forbids; anything it accepts is fair game.

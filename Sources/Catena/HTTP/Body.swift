@@ -159,7 +159,7 @@ public struct MultipartForm: Sendable {
             if let filename = part.filename { head += "; filename=\"\(Self.quoted(filename))\"" }
             head += "\r\n"
             if let contentType = part.contentType ?? (part.filename != nil ? "application/octet-stream" : nil) {
-                head += "Content-Type: \(Self.stripLineBreaks(contentType))\r\n"
+                head += "Content-Type: \(Self.headerValue(contentType))\r\n"
             }
             out.append(contentsOf: Array((head + "\r\n").utf8))
             out.append(part.data)
@@ -170,14 +170,28 @@ public struct MultipartForm: Sendable {
     }
 
     /// Escapes a name for a quoted header parameter as HTML forms do: `"` as %22 and
-    /// line breaks as %0D / %0A, so a name can never end the header early.
-    private static func quoted(_ value: String) -> String {
-        value.replacingOccurrences(of: "\"", with: "%22")
-            .replacingOccurrences(of: "\r", with: "%0D")
-            .replacingOccurrences(of: "\n", with: "%0A")
+    /// line breaks as %0D / %0A, so a name can never end the header early; other
+    /// control characters are dropped. Works on Unicode scalars: "\r\n" is a single
+    /// `Character`, which a filter on characters lets through whole.
+    static func quoted(_ value: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out.append(contentsOf: "%22".unicodeScalars)
+            case "\r": out.append(contentsOf: "%0D".unicodeScalars)
+            case "\n": out.append(contentsOf: "%0A".unicodeScalars)
+            default: if !isControl(scalar) { out.append(scalar) }
+            }
+        }
+        return String(out)
     }
 
-    private static func stripLineBreaks(_ value: String) -> String {
-        value.filter { $0 != "\r" && $0 != "\n" }
+    /// A header value with every control character removed (tab aside).
+    static func headerValue(_ value: String) -> String {
+        String(String.UnicodeScalarView(value.unicodeScalars.filter { $0 == "\t" || !isControl($0) }))
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}"
     }
 }

@@ -81,7 +81,7 @@ enum CacheRoutes {
             let dated = query.get("last_modified") != "0"
             var extra = HTTPFields()
             if let vary = query.get("vary") { extra[.vary] = vary }
-            if let seconds = query.get("expires", as: Double.self) {
+            if let seconds = query.get("expires", as: Double.self), seconds.isFinite, abs(seconds) < 1e9 {
                 extra[.expires] = LoaderRoutes.httpDate(Date().addingTimeInterval(seconds))
                 extra[.date] = LoaderRoutes.httpDate(Date())
             } else if let expires = query.get("expires") {

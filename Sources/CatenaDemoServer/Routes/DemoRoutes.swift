@@ -34,7 +34,7 @@ enum DemoRoutes {
         api.get("users") { request, _ in
             let query = request.uri.queryParameters
             let perPage = max(1, min(query.get("per_page", as: Int.self) ?? 6, 100))
-            let page = max(1, query.get("page", as: Int.self) ?? 1)
+            let page = try wholeNumber(query.get("page"), named: "page", in: 1...1_000_000, default: 1)
             let total = UserStore.users.count
             let start = min((page - 1) * perPage, total)
             let slice = Array(UserStore.users[start..<min(start + perPage, total)])
@@ -141,7 +141,7 @@ enum DemoRoutes {
         let slowUploads = Mutex<[String: (bytes: Int, complete: Bool)]>([:])
         api.post("slow-upload") { request, _ in
             let key = request.uri.queryParameters.get("key") ?? "default"
-            let interval = min(max(request.uri.queryParameters.get("interval", as: Double.self) ?? 0.05, 0), 5)
+            let interval = try number(request.uri.queryParameters.get("interval"), named: "interval", in: 0...5, default: 0.05)
             var total = 0
             for try await chunk in request.body {
                 total += chunk.readableBytes
@@ -190,7 +190,7 @@ enum DemoRoutes {
         // A request that never ends: headers are sent, then the body trickles.
         api.get("drip") { request, _ in
             let chunks = max(1, min(request.uri.queryParameters.get("chunks", as: Int.self) ?? 10, 1000))
-            let interval = max(0, min(request.uri.queryParameters.get("interval", as: Double.self) ?? 0.1, 5))
+            let interval = try number(request.uri.queryParameters.get("interval"), named: "interval", in: 0...5, default: 0.1)
             return Response(
                 status: .ok, headers: [.contentType: "application/octet-stream"],
                 body: .init { writer in
@@ -312,8 +312,9 @@ enum JSONScalar: Codable, Sendable, ExpressibleByStringLiteral {
 /// Sleeps for `?delay=SECONDS` (at most 30) before handling the request, as reqres does.
 struct DelayMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let delay = request.uri.queryParameters.get("delay", as: Double.self), delay > 0 {
-            try await Task.sleep(for: .seconds(min(delay, 30)))
+        let delay = try number(request.uri.queryParameters.get("delay"), named: "delay", in: 0...30, default: 0)
+        if delay > 0 {
+            try await Task.sleep(for: .seconds(delay))
         }
         return try await next(request, context)
     }

@@ -46,7 +46,8 @@ enum LoaderRoutes {
                     var headers = HTTPFields()
                     if let seconds = query.get("retry_after") {
                         headers[.retryAfter] = seconds
-                    } else if let ahead = query.get("retry_after_date", as: Double.self) {
+                    } else if let text = query.get("retry_after_date") {
+                        let ahead = try number(text, named: "retry_after_date", in: -1e9...1e9, default: 0)
                         headers[.retryAfter] = httpDate(Date().addingTimeInterval(ahead))
                     }
                     headers[.contentType] = "application/json"
@@ -61,7 +62,7 @@ enum LoaderRoutes {
         api.get("inflight") { request, _ in
             let query = request.uri.queryParameters
             let key = query.get("key") ?? "default"
-            let hold = min(max(query.get("hold", as: Double.self) ?? 0.1, 0), 10)
+            let hold = try number(query.get("hold"), named: "hold", in: 0...10, default: 0.1)
             state.inFlight.withLock { all in
                 all[key, default: .init()].current += 1
                 all[key]!.total += 1
@@ -101,7 +102,7 @@ enum LoaderRoutes {
         router.post("oauth/token") { request, _ in
             let body = try await request.body.collect(upTo: 1 << 16)
             let form = parseForm(String(buffer: body))
-            let lifetime = min(max(Double(form["expires_in"] ?? "") ?? 60, 0), 3600)
+            let lifetime = try number(form["expires_in"], named: "expires_in", in: 0...3600, default: 60)
             let email: String
             switch form["grant_type"] {
             case "password":

@@ -35,7 +35,7 @@ enum PhotoRoutes {
             switch query.get("method") {
             case "flickr.photos.getRecent":
                 let perPage = min(max(query.get("per_page", as: Int.self) ?? 100, 1), 500)
-                let page = max(query.get("page", as: Int.self) ?? 1, 1)
+                let page = try wholeNumber(query.get("page"), named: "page", in: 1...1_000_000, default: 1)
                 let start = (page - 1) * perPage
                 let ids = start < settings.photoCount ? Array(start..<min(start + perPage, settings.photoCount)) : []
                 let photos = ids.map { index in

@@ -33,7 +33,7 @@ import Synchronization
 ///
 /// An idempotent request that fails before any response head arrived (the connection
 /// was closed, or an earlier response left bytes on a reused connection that break
-/// the next one) is sent once more, within its timeout: a healthy request never fails
+/// the next one) is sent again, at most three times in all, within its timeout: a healthy request never fails
 /// because of another response's framing. AsyncHTTPClient does not say whether the
 /// connection was reused, so a server that answers garbage to a fresh connection gets
 /// the request twice.
@@ -134,17 +134,24 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
             let start = ContinuousClock.now
-            do throws(CatenaError) {
-                return try await send(hop, timeout: left)
-            } catch where Self.mayResend(hop, after: error) {
-                // Failed before any response head, most likely on a reused connection
-                // that the previous response left broken: once more, in the time left.
-                let remaining = left - (ContinuousClock.now - start)
-                guard remaining > .zero else { throw error }
-                return try await send(hop, timeout: remaining)
+            var attempt = 1
+            while true {
+                do throws(CatenaError) {
+                    return try await send(hop, timeout: left - (ContinuousClock.now - start))
+                } catch where attempt < Self.attemptsBeforeAnyHead && Self.mayResend(hop, after: error) {
+                    // Failed before any response head, most likely on a reused connection
+                    // that an earlier response left broken (each such connection closes on
+                    // its failure): again, in the time left.
+                    guard left - (ContinuousClock.now - start) > .zero else { throw error }
+                    attempt += 1
+                }
             }
         }
     }
+
+    /// How many times an idempotent request is sent when every attempt fails before
+    /// any response head: more than one broken connection can sit in the pool at once.
+    static let attemptsBeforeAnyHead = 3
 
     /// Whether `request` may be sent again after `error`: it is idempotent, and the
     /// failure came before any response head (the connection closed, or its bytes did

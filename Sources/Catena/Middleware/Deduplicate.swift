@@ -33,7 +33,11 @@ public struct Deduplicate: HTTPMiddleware {
     public var sharedCalls: Int { table.count }
 
     private func key(for request: APIRequest) throws(CatenaError) -> String {
-        var key = request.method.rawValue + " " + (try request.urlString())
+        // A download writes to its own file: never shared.
+        guard request[option: DownloadDestination.self] == nil else {
+            throw CatenaError(.invalidRequest, request: request, detail: "a download is not de-duplicated")
+        }
+        var key = request.method.rawValue + " " + (try request.urlString()) + "\n#" + request.identityFingerprint
         for field in request.headerFields where !ignoredHeaders.contains(field.name) {
             key += "\n" + field.name.canonicalName + ": " + field.value
         }

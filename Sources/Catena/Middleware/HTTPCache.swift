@@ -67,11 +67,17 @@ public struct HTTPCache: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard let url = try? request.urlString() else { return try await next.load(request) }
+        // A download's body goes to a file, not through here: never answered from the
+        // cache, never stored.
+        guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
+            return try await next.load(request)
+        }
+        // Keyed by who asks, too: one identity's answers never reach another.
+        let url = address + "\u{0}" + request.identityFingerprint
         guard request.method == .get else {
             let response = try await next.load(request)
             if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(response.status.code) {
-                store.remove(url)
+                store.removeAll(forAddress: address)
             }
             return response
         }
@@ -86,14 +92,14 @@ public struct HTTPCache: HTTPMiddleware {
         guard let entry, entry.hasValidator, !request.hasConditions else {
             store.count(\.misses)
             let response = try await next.load(request)
-            keep(response, for: request, url: url)
+            keep(response, for: request, sent: response.request, url: url)
             return response
         }
         let answer = try await next.load(entry.conditional(request))
         guard answer.status.code == 304 else {
             store.count(\.misses)
             let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
-            keep(response, for: request, url: url)
+            keep(response, for: request, sent: answer.request, url: url)
             return response
         }
         let refreshed = entry.refreshed(by: answer, at: now())
@@ -102,7 +108,14 @@ public struct HTTPCache: HTTPMiddleware {
         return refreshed.response(to: request, at: now())
     }
 
-    private func keep(_ response: APIResponse, for request: APIRequest, url: String) {
+    /// Stores `response` unless HTTP forbids it. `sent` is the request as the loaders
+    /// below sent it: placed above an auth loader, the cache sees no credentials in
+    /// `request`, but the answer was still for one identity and stays private.
+    private func keep(_ response: APIResponse, for request: APIRequest, sent: APIRequest, url: String) {
+        if sent.carriesCredentials, !CacheControl(response.headerFields[.cacheControl]).isPublic {
+            store.remove(url)
+            return
+        }
         guard let entry = CacheEntry(response: response, request: request, receivedAt: now()) else {
             store.remove(url)
             return
@@ -171,7 +184,7 @@ struct CacheEntry: Sendable {
         let directives = CacheControl(response.headerFields[.cacheControl])
         guard Self.cacheableStatuses.contains(response.status.code), !directives.noStore,
               !CacheControl(request.headerFields[.cacheControl]).noStore else { return nil }
-        if Self.credentialFields.contains(where: { request.headerFields[$0] != nil }), !directives.isPublic { return nil }
+        if request.carriesCredentials, !directives.isPublic { return nil }
         var varying: [HTTPField.Name: String] = [:]
         for name in (response.headerFields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
             guard name != "*", let field = HTTPField.Name(name) else { return nil }
@@ -304,6 +317,16 @@ final class CacheStore: Sendable {
                 state.entries[oldest.key] = nil
                 state.bytes -= oldest.value.entry.cost
                 state.statistics.evicted += 1
+            }
+        }
+    }
+
+    /// Removes the entries of every identity for `address`.
+    func removeAll(forAddress address: String) {
+        let prefix = address + "\u{0}"
+        state.withLock { state in
+            for key in state.entries.keys where key.hasPrefix(prefix) {
+                if let old = state.entries.removeValue(forKey: key) { state.bytes -= old.entry.cost }
             }
         }
     }

@@ -21,7 +21,7 @@ struct DownloadTests {
         #expect(response.status == .ok)
         #expect(response.body.isEmpty)
         #expect(try Data(contentsOf: file) == patternData(size))
-        #expect(!FileManager.default.fileExists(atPath: file.path + ".part"))
+        #expect(partialFiles(beside: file).isEmpty)
         let seen = updates.withLock { $0 }
         // Both transports stream the body to the file and report each chunk (URLSession
         // through Catena's transfer session, whose session-level delegate hears them).
@@ -64,7 +64,7 @@ struct DownloadTests {
         try await Task.sleep(for: .milliseconds(200))
         for file in [cancelledFile, timedOutFile] {
             #expect(!FileManager.default.fileExists(atPath: file.path))
-            #expect(!FileManager.default.fileExists(atPath: file.path + ".part"))
+            #expect(partialFiles(beside: file).isEmpty)
         }
     }
 
@@ -99,5 +99,36 @@ struct DownloadTests {
         let error = await #expect(throws: CatenaError.self) { try await transfer.value() }
         #expect(error?.code == .cancelled)
         #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
+}
+
+/// Partial download files left beside `file`.
+func partialFiles(beside file: URL) -> [String] {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: file.deletingLastPathComponent().path)) ?? []
+    return names.filter { $0.hasPrefix(".\(file.lastPathComponent).") && $0.hasSuffix(".part") }
+}
+
+@Suite("Downloads to one destination")
+struct SharedDestinationTests {
+    @Test("two downloads to one file at once leave one of them whole, never a mix", arguments: TransportKind.allCases)
+    func twoAtOnce(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("catena-shared-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let sizes = [3_000_000, 3_000_001]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for size in sizes {
+                group.addTask {
+                    var request = try APIRequest(.get, path: ["api", "bytes", String(size)])
+                    request[option: DownloadDestination.self] = DownloadDestination(file: file)
+                    #expect(try await chain.load(request).status == .ok)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let written = try Data(contentsOf: file)
+        #expect(sizes.contains(written.count))
+        #expect(written == patternData(written.count), "the file is one download, whole")
+        #expect(partialFiles(beside: file).isEmpty)
     }
 }

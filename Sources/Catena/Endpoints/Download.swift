@@ -31,7 +31,8 @@ public enum UploadProgress: RequestOption {
 /// progress as it goes. Set it on a request (``DownloadEndpoint`` and
 /// ``Client/download(_:)`` do); loaders in between pass it on untouched.
 ///
-/// A 2xx body is written to `file` + ".part" and renamed to `file` once complete; on
+/// A 2xx body is written to a partial file of its own beside `file` (`.<name>.<UUID>.part`)
+/// and renamed to `file` once complete, replacing what was there in one step; on
 /// failure or cancellation the partial file is removed. The response's `body` is then
 /// empty, and ``MaximumResponseSize`` does not apply: the body never sits in memory.
 /// Any other status keeps its body in memory as usual (an error body, for validation)
@@ -50,7 +51,8 @@ public struct DownloadDestination: Sendable, RequestOption {
     public static let defaultValue: DownloadDestination? = nil
 }
 
-/// Writes a download to `<file>.part`, then moves it into place. For transports.
+/// Writes a download to a hidden `.<file>.<UUID>.part` beside it, then renames it into
+/// place. For transports.
 package final class DownloadWriter {
     private let destination: DownloadDestination
     private let partial: URL
@@ -62,7 +64,10 @@ package final class DownloadWriter {
     /// Creates (or truncates) the partial file.
     package init(_ destination: DownloadDestination, expectedLength: Int64?, request: APIRequest) throws(CatenaError) {
         self.destination = destination
-        self.partial = destination.file.appendingPathExtension("part")
+        // A name of its own in the same folder (so the final rename stays on one file
+        // system): two downloads to one destination never write into each other.
+        self.partial = destination.file.deletingLastPathComponent()
+            .appendingPathComponent(".\(destination.file.lastPathComponent).\(UUID().uuidString).part")
         self.total = expectedLength
         guard FileManager.default.createFile(atPath: partial.path, contents: nil),
               let handle = try? FileHandle(forWritingTo: partial)

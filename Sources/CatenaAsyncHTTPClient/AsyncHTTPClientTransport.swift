@@ -33,10 +33,10 @@ import Synchronization
 ///
 /// An idempotent request that fails before any response head arrived (the connection
 /// was closed, or an earlier response left bytes on a reused connection that break
-/// the next one) is sent again, at most three times in all, within its timeout: a healthy request never fails
-/// because of another response's framing. AsyncHTTPClient does not say whether the
-/// connection was reused, so a server that answers garbage to a fresh connection gets
-/// the request twice.
+/// the next one) is sent again, at most three times in all, within its timeout: a
+/// healthy request never fails because of another response's framing. AsyncHTTPClient
+/// does not say whether the connection was reused, so a server that answers garbage to
+/// a fresh connection gets the request up to three times.
 public final class AsyncHTTPClientTransport: HTTPLoader {
     /// The client requests go through.
     public let client: HTTPClient

@@ -23,7 +23,9 @@ public struct Deduplicate: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard request.method == .get, request[option: DeduplicateRequest.self], let key = try? key(for: request) else {
+        // A download writes to its own file: never shared.
+        guard request.method == .get, request[option: DeduplicateRequest.self], request[option: DownloadDestination.self] == nil,
+              let key = try? key(for: request) else {
             return try await next.load(request)
         }
         return try await table.join(key: key, request: request) { await next.result(for: request) }.get()
@@ -33,10 +35,6 @@ public struct Deduplicate: HTTPMiddleware {
     public var sharedCalls: Int { table.count }
 
     private func key(for request: APIRequest) throws(CatenaError) -> String {
-        // A download writes to its own file: never shared.
-        guard request[option: DownloadDestination.self] == nil else {
-            throw CatenaError(.invalidRequest, request: request, detail: "a download is not de-duplicated")
-        }
         var key = request.method.rawValue + " " + (try request.urlString()) + "\n#" + request.identityFingerprint
         for field in request.headerFields where !ignoredHeaders.contains(field.name) {
             key += "\n" + field.name.canonicalName + ": " + field.value

@@ -177,7 +177,6 @@ struct CacheEntry: Sendable {
     let lifetime: TimeInterval
 
     static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 410]
-    static let credentialFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
 
     /// The entry for `response`, or nil when HTTP says it may not be stored.
     init?(response: APIResponse, request: APIRequest, receivedAt: Date) {

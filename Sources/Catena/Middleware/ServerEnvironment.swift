@@ -55,11 +55,13 @@ public struct ServerEnvironment: Sendable, RequestOption {
         } else if request.host?.lowercased() != host.lowercased() || request.scheme != scheme || request.port != port {
             return
         }
+        var added: [HTTPField.Name] = []
         for field in headerFields where request.headerFields[field.name] == nil {
             request.headerFields.append(field)
-            // Never sent to another origin, should a redirect lead there.
-            request[option: OriginBoundHeaders.self].insert(field.name)
+            added.append(field.name)
         }
+        // Never sent to another origin, should a redirect lead there.
+        if !added.isEmpty { request[option: OriginBoundHeaders.self].formUnion(added) }
         for item in queryItems where !request.hasQueryItem(named: item.name) {
             request.appendQueryItems([item])
         }

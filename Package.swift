@@ -62,6 +62,7 @@ let package = Package(
         .target(
             name: "CatenaDemoServer",
             dependencies: [
+                "Catena",  // for its TSan-visible lock only
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -33,7 +33,7 @@ func soakBenchmark(base: URL, requests: Int, row: Int?) async throws {
         let oauth = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
                                        password: "cityslicka", loader: transport)
         let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> Deduplicate() --> Throttle(maxInFlight: 64)
-            --> Retry() --> Validate() --> TokenAuth(hosts: ["127.0.0.1"], refresh: oauth.refresh) --> HTTPCache() --> transport
+            --> Retry() --> Validate() --> TokenAuth(hosts: ["127.0.0.1:\(base.port ?? 80)"], refresh: oauth.refresh) --> HTTPCache() --> transport
         rows.append(("\(name), full stack", { index in _ = try await chain.load(try APIRequest(.get, path: paths[index % paths.count])) }))
     }
     // What the transport and URLSession itself keep, for comparison.

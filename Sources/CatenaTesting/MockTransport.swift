@@ -1,7 +1,6 @@
 public import Catena
 public import Foundation
 public import HTTPTypes
-import Synchronization
 
 /// A transport for tests: answers each request with the next queued handler, in
 /// order, and records every request it saw.
@@ -31,7 +30,7 @@ public final class MockTransport: HTTPLoader {
         var resets = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A mock with no handlers yet; `chunkSize` is the step of simulated progress.
     public init(chunkSize: Int = 16 * 1024) {

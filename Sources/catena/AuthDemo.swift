@@ -1,7 +1,6 @@
 import ArgumentParser
 import Catena
 import Foundation
-import Synchronization
 
 /// Token auth with a single-flight refresh: log in, read a protected resource, let
 /// the token expire, then fire many requests at once and count the refreshes.
@@ -34,7 +33,7 @@ struct AuthDemo: AsyncParsableCommand {
         let oauth = OAuth2PasswordFlow(
             tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
             loader: chain, extraParameters: [(name: "expires_in", value: String(lifetime))])
-        let auth = TokenAuth(hosts: [host], leeway: .zero) { current in
+        let auth = TokenAuth(hosts: [base.port.map { "\(host):\($0)" } ?? host], leeway: .zero) { current in
             grants.add(current?.refreshToken == nil ? "password grant" : "refresh-token grant")
             return try await oauth.refresh(current)
         }
@@ -77,7 +76,7 @@ struct AuthDemo: AsyncParsableCommand {
 
 /// Counts occurrences by name, from any task.
 final class Tally: Sendable {
-    private let counts = Mutex<[String: Int]>([:])
+    private let counts = Locked<[String: Int]>([:])
     func add(_ name: String) { counts.withLock { $0[name, default: 0] += 1 } }
     var all: [String: Int] { counts.withLock { $0 } }
 }

@@ -115,7 +115,7 @@ extension PhotosDemo {
         let recent = RetryingOperation(strategy: strategy) { _ in EndpointOperation(client: client, endpoint: GetRecentEndpoint(perPage: count)) }
         let photos = try await recent.value().photos.photo
         let bar = ProgressBar(total: photos.count)
-        let done = Mutex((completed: 0, failed: 0))
+        let done = Locked((completed: 0, failed: 0))
         let sizes: [ResultOperation<PhotoSizes>] = photos.map { photo in
             let operation = RetryingOperation(strategy: strategy) { _ in EndpointOperation(client: client, endpoint: GetSizesEndpoint(photoID: photo.id)) }
             operation.addResultBlock { result in
@@ -149,7 +149,7 @@ final class AttemptCounter: HTTPMiddleware {
 final class ProgressBar: Sendable {
     private let total: Int
     private let isTerminal = isatty(STDOUT_FILENO) != 0
-    private let lastTenth = Mutex(-1)
+    private let lastTenth = Locked(-1)
 
     init(total: Int) { self.total = total }
 

@@ -2,7 +2,6 @@ import Catena
 import CatenaAsyncHTTPClient
 import Foundation
 import HTTPTypes
-import Synchronization
 import Testing
 
 /// Holds a request on the demo server for `hold` seconds, counting concurrency per key.
@@ -61,7 +60,7 @@ struct FanOutTests {
     @Test("the server never sees more than maxConcurrent in flight", arguments: [1, 3, 8])
     func bounded(limit: Int) async throws {
         let key = uniqueKey()
-        let progress = Mutex<[FanOutProgress]>([])
+        let progress = Locked<[FanOutProgress]>([])
         let results = try await demoClient().sendAll((0..<16).map { _ in HoldEndpoint(key: key, hold: 0.1) }, maxConcurrent: limit) { update in
             progress.withLock { $0.append(update) }
         }

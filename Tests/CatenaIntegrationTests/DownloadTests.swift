@@ -1,6 +1,5 @@
 import Catena
 import Foundation
-import Synchronization
 import Testing
 
 @Suite("Downloads to a file")
@@ -13,7 +12,7 @@ struct DownloadTests {
     func download(kind: TransportKind) async throws {
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
-        let updates = Mutex<[TransferProgress]>([])
+        let updates = Locked<[TransferProgress]>([])
         let size = 8 * 1024 * 1024
         var request = try APIRequest(.get, path: ["api", "bytes", String(size)])
         request[option: DownloadDestination.self] = DownloadDestination(file: file) { progress in updates.withLock { $0.append(progress) } }

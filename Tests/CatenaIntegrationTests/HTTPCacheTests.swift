@@ -2,7 +2,6 @@ import Catena
 import Foundation
 import HTTPTypes
 import ReqresAPI
-import Synchronization
 import Testing
 
 /// What `/api/cache-stats/{key}` reports: full answers and 304s for a key.
@@ -24,7 +23,7 @@ func cacheRequest(_ key: String, _ query: [String: String] = [:], headers: HTTPF
 
 /// A clock the test moves.
 final class TestClock: Sendable {
-    private let now = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    private let now = Locked(Date(timeIntervalSince1970: 1_800_000_000))
     func read() -> Date { now.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { now.withLock { $0 += seconds } }
 }

@@ -8,7 +8,7 @@ import Testing
 
 /// Records every wait instead of sleeping.
 final class VirtualClock: RetryClock {
-    private let sleeps = Mutex<[Duration]>([])
+    private let sleeps = Locked<[Duration]>([])
     let start = Date()
     func now() -> Date { start }
     func sleep(for duration: Duration) async throws {
@@ -29,7 +29,7 @@ final class Counter: HTTPMiddleware {
 
 /// Counts occurrences by name, from any task.
 final class Tally: Sendable {
-    private let counts = Mutex<[String: Int]>([:])
+    private let counts = Locked<[String: Int]>([:])
     func add(_ name: String) { counts.withLock { $0[name, default: 0] += 1 } }
     var all: [String: Int] { counts.withLock { $0 } }
 }
@@ -216,7 +216,7 @@ struct RetryTests {
     @Test("full jitter draws each backoff between zero and its exponential value")
     func jitter() async throws {
         let clock = VirtualClock()
-        let uppers = Mutex<[Double]>([])
+        let uppers = Locked<[Double]>([])
         let chain = ApplyEnvironment(try await TestServer.environment())
             --> Retry(.standard, clock: clock) { upper in uppers.withLock { $0.append(upper) }; return upper / 2 }
             --> AsyncHTTPClientTransport()
@@ -297,10 +297,10 @@ struct AuthTests {
     @Test("basic auth reaches the configured host, and only that host")
     func basicAuth() async throws {
         let server = try await TestServer.running()
-        let chain = BasicAuth(hosts: ["127.0.0.1"], credentials: BasicCredentials(user: "catena", password: "chains")) --> AsyncHTTPClientTransport()
+        let chain = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains")) --> AsyncHTTPClientTransport()
         #expect(try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .ok)
 
-        let wrong = BasicAuth(hosts: ["127.0.0.1"], credentials: BasicCredentials(user: "catena", password: "nope")) --> AsyncHTTPClientTransport()
+        let wrong = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope")) --> AsyncHTTPClientTransport()
         #expect(try await wrong.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .unauthorized)
 
         var perRequest = try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])
@@ -316,8 +316,8 @@ struct AuthTests {
         let mock = MockTransport()
         mock.respond()
         let env = try await TestServer.environment()
-        let token = TokenAuth(hosts: ["127.0.0.1"]) { _ in BearerToken(accessToken: "t") } --> ApplyEnvironment(env) --> mock
-        let basic = BasicAuth(hosts: ["127.0.0.1"], credentials: .init(user: "u", password: "p")) --> ApplyEnvironment(env) --> mock
+        let token = TokenAuth(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: "t") } --> ApplyEnvironment(env) --> mock
+        let basic = BasicAuth(hosts: [try await TestServer.authority()], credentials: .init(user: "u", password: "p")) --> ApplyEnvironment(env) --> mock
         for chain in [token, basic] as [any HTTPLoader] {
             let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["api", "users"])) }
             #expect(error?.code == .invalidRequest)
@@ -329,7 +329,7 @@ struct AuthTests {
     @Test("OAuth 2: the first request logs in; an expired token is refreshed with the refresh-token grant")
     func oauthFlow() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: ["127.0.0.1"], refresh: try await oauth().refresh)
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
         let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport()
         let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).validateStatus().decode(Me.self)
         #expect(me.email == "eve.holt@reqres.in")
@@ -345,7 +345,7 @@ struct AuthTests {
     @Test("a 401 that a Validate loader below turned into an error still triggers one refresh and a resend")
     func refreshWithValidationBelow() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: ["127.0.0.1"], refresh: try await oauth().refresh)
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
         let chain = ApplyEnvironment(env) --> auth --> Validate() --> AsyncHTTPClientTransport()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"]))
         try await expire(try #require(auth.currentToken).accessToken)
@@ -357,7 +357,7 @@ struct AuthTests {
     @Test("100 requests that get 401 at once cause exactly one refresh, and all succeed")
     func singleFlightRefresh() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: ["127.0.0.1"], refresh: try await oauth().refresh)
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
         let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).validateStatus()
         try await expire(try #require(auth.currentToken).accessToken)
@@ -377,7 +377,7 @@ struct AuthTests {
         struct RefreshDenied: Error {}
         let env = try await TestServer.environment()
         let refreshes = Atomic<Int>(0)
-        let auth = TokenAuth(hosts: ["127.0.0.1"], token: BearerToken(accessToken: "not-a-live-token")) { _ in
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token")) { _ in
             refreshes.add(1, ordering: .relaxed)
             // Long enough that every one of the 20 401s arrives while it runs, also on a
             // loaded machine (a 401 after a failed refresh rightly tries a new one).
@@ -403,7 +403,7 @@ struct AuthTests {
     @Test("the token never reaches another host, also after a redirect", arguments: TransportKind.allCases)
     func tokenStaysHome(kind: TransportKind) async throws {
         let server = try await TestServer.running()
-        let auth = TokenAuth(hosts: ["127.0.0.1"], token: BearerToken(accessToken: "t0ken-for-127")) { _ in BearerToken(accessToken: "t0ken-for-127") }
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "t0ken-for-127")) { _ in BearerToken(accessToken: "t0ken-for-127") }
         let chain = auth --> kind.make()
 
         let home = try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "echo"])).decode(Echo.self)
@@ -462,7 +462,7 @@ struct ResetTests {
     @Test("reset makes loaders drop their state: the token is fetched again")
     func resetDropsToken() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: ["127.0.0.1"]) { _ in BearerToken(accessToken: UUID().uuidString) }
+        let auth = TokenAuth(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: UUID().uuidString) }
         let chain = ResetGuard() --> ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "echo"]))
         #expect(auth.refreshCount == 1)
@@ -480,8 +480,8 @@ struct CompositeTests {
         let server = try await TestServer.running()
         let basic = MockTransport(), token = MockTransport(), fallback = MockTransport()
         let composite = Composite([
-            .init(name: "basic", loader: BasicAuth(hosts: ["127.0.0.1"], credentials: .init(user: "catena", password: "chains")) --> basic) { $0.percentEncodedPath.hasPrefix("/api/basic") },
-            .init(name: "token", loader: TokenAuth(hosts: ["127.0.0.1"], token: .init(accessToken: "tok")) { _ in .init(accessToken: "tok") } --> token) { $0.percentEncodedPath.hasPrefix("/api/protected") },
+            .init(name: "basic", loader: BasicAuth(hosts: [try await TestServer.authority()], credentials: .init(user: "catena", password: "chains")) --> basic) { $0.percentEncodedPath.hasPrefix("/api/basic") },
+            .init(name: "token", loader: TokenAuth(hosts: [try await TestServer.authority()], token: .init(accessToken: "tok")) { _ in .init(accessToken: "tok") } --> token) { $0.percentEncodedPath.hasPrefix("/api/protected") },
         ], fallback: fallback)
         for mock in [basic, token, fallback] { mock.respond(); mock.respond() }
 
@@ -561,7 +561,7 @@ struct CombinedLoaderTests {
     func everyRequestCompletesOnce() async throws {
         let env = try await TestServer.environment()
         let clock = VirtualClock()
-        let auth = TokenAuth(hosts: ["127.0.0.1"], refresh: try await AuthTests().oauth().refresh)
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth().refresh)
         let chain = ResetGuard() --> ApplyEnvironment(env) --> Deduplicate() --> Throttle(maxInFlight: 4)
             --> Retry(RetryStrategy(jitter: false), clock: clock) --> Validate() --> auth --> AsyncHTTPClientTransport()
 

@@ -17,6 +17,11 @@ enum TestServer {
         try #require(ServerEnvironment(baseURL: try await running().baseURL))
     }
 
+    /// "127.0.0.1:port": the origin an auth loader's `hosts` names for the test server.
+    static func authority() async throws -> String {
+        "127.0.0.1:\(try await running().port)"
+    }
+
     /// A port nothing listens on: a server was started there and stopped again.
     static func closedPort() async throws -> Int {
         let server = try await DemoServer.start()

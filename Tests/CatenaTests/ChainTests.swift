@@ -3,7 +3,6 @@ import CatenaTesting
 import Foundation
 import HTTPTypes
 import Logging
-import Synchronization
 import Testing
 
 /// Appends its name to a shared trace on the way in, on the way out and on reset.
@@ -23,7 +22,7 @@ struct Tracer: HTTPMiddleware {
 }
 
 final class Trace: Sendable {
-    private let events = Mutex<[String]>([])
+    private let events = Locked<[String]>([])
     func append(_ event: String) { events.withLock { $0.append(event) } }
     var all: [String] { events.withLock { $0 } }
 }
@@ -164,7 +163,7 @@ struct EnvironmentTests {
 
 /// Collects log messages in memory.
 final class CapturedLogs: Sendable {
-    private let lines = Mutex<[(level: Logger.Level, text: String)]>([])
+    private let lines = Locked<[(level: Logger.Level, text: String)]>([])
     func append(_ level: Logger.Level, _ text: String) { lines.withLock { $0.append((level, text)) } }
     var all: [(level: Logger.Level, text: String)] { lines.withLock { $0 } }
     var text: String { all.map(\.text).joined(separator: "\n") }

@@ -1,13 +1,12 @@
 import Catena
 import Foundation
 import Observation
-import Synchronization
 import Testing
 
 /// A load the test finishes by hand.
 final class Gate<Value: Sendable>: Sendable {
-    private let waiting = Mutex<[CheckedContinuation<Result<Value, any Error>, Never>]>([])
-    private let calls = Mutex<[Int?]>([])
+    private let waiting = Locked<[CheckedContinuation<Result<Value, any Error>, Never>]>([])
+    private let calls = Locked<[Int?]>([])
 
     /// The load: waits until the test opens the gate.
     func load(_ current: Int?) async throws -> Value {
@@ -164,7 +163,7 @@ struct ContentLoaderTests {
     func observation() async {
         let gate = Gate<Int>()
         let loader = ContentLoader<Int>(load: { try await gate.load($0) })
-        let changed = Mutex(0)
+        let changed = Locked(0)
         withObservationTracking {
             _ = loader.state
         } onChange: {
@@ -179,7 +178,7 @@ struct ContentLoaderTests {
     @Test("dropping the loader cancels its load; no callback runs after")
     func cancelOnDeinit() async {
         let gate = Gate<Int>()
-        let cancelled = Mutex(false)
+        let cancelled = Locked(false)
         var loader: ContentLoader<Int>? = ContentLoader<Int>(load: { current in
             try await withTaskCancellationHandler {
                 try await gate.load(current)

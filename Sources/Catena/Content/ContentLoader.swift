@@ -1,5 +1,4 @@
 public import Observation
-import Synchronization
 
 /// Keeps fetched content in memory and publishes where loading it stands (seed 002's
 /// ApexyLoader, on Swift concurrency): for a screen that shows the content, a spinner
@@ -176,10 +175,10 @@ extension ContentLoader {
 
 /// Stops an observation when cancelled or dropped.
 public final class ObservationToken: Sendable {
-    private let stop: Mutex<(@Sendable () -> Void)?>
+    private let stop: Locked<(@Sendable () -> Void)?>
 
     init(_ stop: @escaping @Sendable () -> Void) {
-        self.stop = Mutex(stop)
+        self.stop = Locked(stop)
     }
 
     /// Stops the observation now.
@@ -205,7 +204,7 @@ final class Audience<Content: Sendable>: Sendable {
         var streams: [UInt64: AsyncStream<LoadingState<Content>>.Continuation] = [:]
     }
 
-    private let members = Mutex(Members())
+    private let members = Locked(Members())
 
     func add(_ handler: @escaping Handler) -> ObservationToken {
         let id = members.withLock { members in
@@ -254,7 +253,7 @@ final class Audience<Content: Sendable>: Sendable {
 
 /// The load in flight, cancellable from anywhere (a loader's deinit included).
 final class RunningLoad: Sendable {
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let task = Locked<Task<Void, Never>?>(nil)
 
     /// Runs `work` off the main actor, then the main-actor continuation it returns.
     @MainActor

@@ -1,6 +1,5 @@
 public import Foundation
 public import HTTPTypes
-import Synchronization
 
 /// Sends endpoints through a loader chain: the one way in.
 ///

@@ -1,21 +1,82 @@
 public import Foundation
 import HTTPTypes
-import Synchronization
 
 extension CatenaError.Code {
     /// Credentials could not be had: a token refresh or a credentials provider failed.
     public static let authenticationFailed = CatenaError.Code(rawValue: "authentication failed")
 }
 
-/// The request's host, lowercased. An auth loader cannot tell whether a request
-/// without a host may carry credentials, so it refuses it rather than sending it
-/// unauthenticated: that happens when the loader stands before ApplyEnvironment.
-private func requireHost(_ request: APIRequest, loader: String) throws(CatenaError) -> String {
-    guard let host = request.host?.lowercased() else {
-        throw CatenaError(.invalidRequest, request: request,
-                          detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
+/// Where an auth loader may send credentials: origins, not just hosts.
+///
+/// Each entry is `"host"` or `"host:port"` (`"[::1]:8080"` for IPv6). A bare host
+/// matches the scheme's default port only (443, or 80 over http), so credentials
+/// never reach another port of the same machine. Over plain http they go only to a
+/// loopback host (`localhost`, `127.x.x.x`, `::1`), where the traffic never leaves the
+/// machine, unless `allowsHTTP` says otherwise; to any other host the loader refuses
+/// the request rather than sending a secret in clear text. An entry that cannot be
+/// read (a port that is not a number in 1...65535) matches nothing.
+struct CredentialScope: Sendable {
+    private struct Origin: Hashable {
+        var host: String
+        var port: Int?
     }
-    return host
+
+    private let origins: Set<Origin>
+    let allowsHTTP: Bool
+
+    init(_ entries: Set<String>, allowsHTTP: Bool) {
+        self.allowsHTTP = allowsHTTP
+        origins = Set(entries.compactMap(Self.parse))
+    }
+
+    private static func parse(_ entry: String) -> Origin? {
+        let entry = entry.lowercased()
+        if entry.hasPrefix("[") {  // [v6] or [v6]:port
+            guard let close = entry.firstIndex(of: "]") else { return nil }
+            let host = String(entry[entry.index(after: entry.startIndex)..<close])
+            let rest = entry[entry.index(after: close)...]
+            if rest.isEmpty { return Origin(host: host) }
+            guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()), (1...65535).contains(port) else { return nil }
+            return Origin(host: host, port: port)
+        }
+        let parts = entry.split(separator: ":", omittingEmptySubsequences: false)
+        switch parts.count {
+        case 1: return entry.isEmpty ? nil : Origin(host: entry)
+        case 2:
+            guard !parts[0].isEmpty, let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
+            return Origin(host: String(parts[0]), port: port)
+        default: return Origin(host: entry)  // a bare IPv6 address
+        }
+    }
+
+    enum Decision { case send, pass }
+
+    /// Whether `request` may carry the credentials. Throws when the request has no
+    /// host (the loader stands before ApplyEnvironment) or would carry them over plain
+    /// http to a host that is not loopback.
+    func decide(_ request: APIRequest, loader: String) throws(CatenaError) -> Decision {
+        guard let host = request.host?.lowercased() else {
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
+        }
+        let scheme = request.scheme?.lowercased()
+        let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
+        guard let defaultPort else { return .pass }
+        let port = request.port ?? defaultPort
+        let matches = origins.contains { $0.host == host && ($0.port ?? defaultPort) == port }
+        guard matches else { return .pass }
+        if scheme == "http", !allowsHTTP, !Self.isLoopback(host) {
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "\(loader) will not send credentials to \(host) over plain http: use https, or allowHTTP: true")
+        }
+        return .send
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
 }
 
 /// A user name and password for HTTP Basic authentication. Also a ``RequestOption``:
@@ -37,30 +98,36 @@ public struct BasicCredentials: Sendable, RequestOption {
     public static let defaultValue: BasicCredentials? = nil
 }
 
-/// Adds HTTP Basic authentication to requests for the configured hosts.
+/// Adds HTTP Basic authentication to requests for the configured origins.
 ///
 /// Credentials come from the request's ``BasicCredentials`` option, else from the
-/// provider. Requests to other hosts, and requests that already carry an
+/// provider. Requests to other origins, and requests that already carry an
 /// `Authorization` header, pass through untouched.
+///
+/// `hosts` entries are `"host"` or `"host:port"`; a bare host means the scheme's
+/// default port. Credentials go over https, or over plain http to a loopback host;
+/// a request to a configured host over http elsewhere fails with
+/// ``CatenaError/Code/invalidRequest`` unless `allowHTTP` is true.
 public struct BasicAuth: HTTPMiddleware {
-    /// The hosts (lowercased) that may receive the credentials.
+    /// The origins (lowercased `"host"` or `"host:port"`) that may receive the credentials.
     public let hosts: Set<String>
+    private let scope: CredentialScope
     private let provider: @Sendable (APIRequest) async throws -> BasicCredentials?
 
     /// Sends `credentials` to `hosts`.
-    public init(hosts: Set<String>, credentials: BasicCredentials) {
-        self.init(hosts: hosts) { _ in credentials }
+    public init(hosts: Set<String>, allowHTTP: Bool = false, credentials: BasicCredentials) {
+        self.init(hosts: hosts, allowHTTP: allowHTTP) { _ in credentials }
     }
 
     /// Asks `provider` for credentials for each request to `hosts`; nil sends none.
-    public init(hosts: Set<String>, provider: @escaping @Sendable (APIRequest) async throws -> BasicCredentials?) {
+    public init(hosts: Set<String>, allowHTTP: Bool = false, provider: @escaping @Sendable (APIRequest) async throws -> BasicCredentials?) {
         self.hosts = Set(hosts.map { $0.lowercased() })
+        self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
         self.provider = provider
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        let host = try requireHost(request, loader: "BasicAuth")
-        guard hosts.contains(host), request.headerFields[.authorization] == nil else {
+        guard case .send = try scope.decide(request, loader: "BasicAuth"), request.headerFields[.authorization] == nil else {
             return try await next.load(request)
         }
         let credentials: BasicCredentials?
@@ -102,23 +169,34 @@ public struct BearerToken: Sendable, Hashable {
 ///   others wait for it. If it fails, every waiting request fails with
 ///   ``CatenaError/Code/authenticationFailed`` carrying that error, and none is sent
 ///   again. The next request after that tries a new refresh.
-/// - Requests to other hosts never see the token.
-/// - ``reset()`` forgets the token and cancels a refresh in flight.
+/// - Requests to other origins never see the token. `hosts` entries are `"host"` or
+///   `"host:port"`; a bare host means the scheme's default port. The token goes over
+///   https, or over plain http to a loopback host; a request to a configured host
+///   over http elsewhere fails with ``CatenaError/Code/invalidRequest`` unless
+///   `allowHTTP` is true.
+/// - ``reset()`` forgets the token, cancels a refresh in flight, and at once ends the
+///   requests waiting for it with ``CatenaError/Code/cancelled``: a logout never waits
+///   for a slow refresh.
+/// - A token counts as expired `leeway` before its expiry, or half-way through its
+///   lifetime when that is shorter, so short-lived tokens do not refresh on every request.
 public struct TokenAuth: HTTPMiddleware {
-    /// The hosts (lowercased) that may receive the token.
+    /// The origins (lowercased `"host"` or `"host:port"`) that may receive the token.
     public let hosts: Set<String>
+    private let scope: CredentialScope
     private let store: TokenStore
 
     /// - Parameters:
-    ///   - hosts: the hosts that may receive the token.
+    ///   - hosts: the origins that may receive the token: `"host"` (default port) or `"host:port"`.
+    ///   - allowHTTP: send the token over plain http to hosts that are not loopback.
     ///   - token: a token to start with, such as one kept from an earlier session.
     ///   - leeway: a token this close to its expiry counts as expired.
     ///   - clock: the time, for expiry.
     ///   - refresh: gets a new token, given the one that stopped working (nil when
     ///     there was none). Called by one request at a time.
-    public init(hosts: Set<String>, token: BearerToken? = nil, leeway: Duration = .seconds(5), clock: any RetryClock = SystemRetryClock(),
+    public init(hosts: Set<String>, allowHTTP: Bool = false, token: BearerToken? = nil, leeway: Duration = .seconds(5), clock: any RetryClock = SystemRetryClock(),
                 refresh: @escaping @Sendable (_ current: BearerToken?) async throws -> BearerToken) {
         self.hosts = Set(hosts.map { $0.lowercased() })
+        self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
         self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
     }
 
@@ -129,7 +207,7 @@ public struct TokenAuth: HTTPMiddleware {
     public var currentToken: BearerToken? { store.current }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard hosts.contains(try requireHost(request, loader: "TokenAuth")) else { return try await next.load(request) }
+        guard case .send = try scope.decide(request, loader: "TokenAuth") else { return try await next.load(request) }
         let token = try await obtain(request) { try await store.validToken() }
         var authorized = request
         authorized.headerFields[.authorization] = "Bearer \(token.accessToken)"
@@ -160,20 +238,33 @@ public struct TokenAuth: HTTPMiddleware {
 }
 
 /// The token and the refresh in flight, shared by every copy of a ``TokenAuth``.
+///
+/// Requests that need a refresh wait on continuations of their own, not on the
+/// refresh's task: a waiting request that is cancelled (by its caller, or by a
+/// ``ResetGuard`` during logout) ends at once, however long the refresh takes.
 final class TokenStore: Sendable {
+    private typealias Waiter = CheckedContinuation<BearerToken, any Error>
+
     private struct State {
         var token: BearerToken?
-        var refresh: Task<BearerToken, any Error>?
+        /// When `token` was obtained: its lifetime bounds the leeway.
+        var obtainedAt: Date
+        var refresh: Task<Void, Never>?
+        /// Bumped by every refresh started and every reset: a refresh that ends
+        /// under another generation was reset away and changes nothing.
+        var generation: UInt64 = 0
+        var waiters: [UInt64: Waiter] = [:]
+        var nextWaiter: UInt64 = 0
         var refreshes = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let leeway: Duration
     private let clock: any RetryClock
     private let refresh: @Sendable (BearerToken?) async throws -> BearerToken
 
     init(token: BearerToken?, leeway: Duration, clock: any RetryClock, refresh: @escaping @Sendable (BearerToken?) async throws -> BearerToken) {
-        self.state = Mutex(State(token: token))
+        self.state = Locked(State(token: token, obtainedAt: clock.now()))
         self.leeway = leeway
         self.clock = clock
         self.refresh = refresh
@@ -182,52 +273,94 @@ final class TokenStore: Sendable {
     var refreshCount: Int { state.withLock { $0.refreshes } }
     var current: BearerToken? { state.withLock { $0.token } }
 
-    private func isFresh(_ token: BearerToken) -> Bool {
+    /// Whether `token`, obtained at `obtainedAt`, is still good to send. The leeway
+    /// is at most half the token's lifetime: a server that hands out tokens shorter
+    /// than the leeway would otherwise make every request refresh.
+    private func isFresh(_ token: BearerToken, obtainedAt: Date) -> Bool {
         guard let expiresAt = token.expiresAt else { return true }
-        return expiresAt.timeIntervalSince(clock.now()) > leeway.seconds
+        let lifetime = expiresAt.timeIntervalSince(obtainedAt)
+        let margin = min(leeway.seconds, max(0, lifetime / 2))
+        return expiresAt.timeIntervalSince(clock.now()) > margin
     }
 
     /// The current token if it is still fresh, else a refreshed one.
     func validToken() async throws -> BearerToken {
-        let token = state.withLock { $0.token }
-        if let token, isFresh(token) { return token }
+        let (token, obtainedAt) = state.withLock { ($0.token, $0.obtainedAt) }
+        if let token, isFresh(token, obtainedAt: obtainedAt) { return token }
         return try await refreshed(replacing: token)
     }
 
     /// A token other than `stale`: the current one if someone already refreshed it,
-    /// the result of the refresh in flight, or of a new refresh.
+    /// the result of the refresh in flight, or of a new refresh. Throws
+    /// `CancellationError` at once when the calling task is cancelled or the store is
+    /// reset while it waits.
     func refreshed(replacing stale: BearerToken?) async throws -> BearerToken {
-        enum Next { case ready(BearerToken), wait(Task<BearerToken, any Error>) }
-        let next = state.withLock { state -> Next in
-            if let current = state.token, current != stale, isFresh(current) { return .ready(current) }
-            if let running = state.refresh { return .wait(running) }
-            let refresh = self.refresh
-            let task = Task { try await refresh(stale) }
-            state.refresh = task
-            state.refreshes += 1
-            return .wait(task)
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter &+= 1
+            return state.nextWaiter
         }
-        let task: Task<BearerToken, any Error>
-        switch next {
-        case .ready(let token): return token
-        case .wait(let running): task = running
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                enum Now { case token(BearerToken), cancelled, waiting }
+                let now = state.withLock { state -> Now in
+                    // Checked under the lock: a cancel either happened before (seen
+                    // here) or its handler runs after and finds the waiter.
+                    if Task.isCancelled { return .cancelled }
+                    if let current = state.token, current != stale, isFresh(current, obtainedAt: state.obtainedAt) {
+                        return .token(current)
+                    }
+                    state.waiters[id] = waiter
+                    if state.refresh == nil { startRefresh(replacing: stale, in: &state) }
+                    return .waiting
+                }
+                switch now {
+                case .token(let token): waiter.resume(returning: token)
+                case .cancelled: waiter.resume(throwing: CancellationError())
+                case .waiting: break
+                }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(throwing: CancellationError())
         }
-        let result = await task.result
-        state.withLock { state in
-            guard state.refresh == task else { return }
-            state.refresh = nil
-            if case .success(let token) = result { state.token = token }
-        }
-        try Task.checkCancellation()
-        return try result.get()
     }
 
+    /// Starts a refresh; called with the lock held.
+    private func startRefresh(replacing stale: BearerToken?, in state: inout State) {
+        state.generation &+= 1
+        state.refreshes += 1
+        let generation = state.generation
+        let refresh = self.refresh
+        state.refresh = Task {
+            let result: Result<BearerToken, any Error>
+            do { result = .success(try await refresh(stale)) } catch { result = .failure(error) }
+            self.finishRefresh(generation: generation, result: result)
+        }
+    }
+
+    private func finishRefresh(generation: UInt64, result: Result<BearerToken, any Error>) {
+        let waiters = state.withLock { state -> [Waiter] in
+            guard state.generation == generation else { return [] }  // reset meanwhile
+            state.refresh = nil
+            if case .success(let token) = result {
+                state.token = token
+                state.obtainedAt = clock.now()
+            }
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(with: result) }
+    }
+
+    /// Forgets the token, cancels the refresh in flight and ends every request waiting
+    /// for it with `CancellationError`, without waiting for the refresh to stop.
     func reset() {
-        let task = state.withLock { state -> Task<BearerToken, any Error>? in
+        let (task, waiters) = state.withLock { state -> (Task<Void, Never>?, [Waiter]) in
             state.token = nil
-            defer { state.refresh = nil }
-            return state.refresh
+            state.generation &+= 1
+            defer { state.refresh = nil; state.waiters = [:] }
+            return (state.refresh, Array(state.waiters.values))
         }
         task?.cancel()
+        for waiter in waiters { waiter.resume(throwing: CancellationError()) }
     }
 }

@@ -1,5 +1,4 @@
 public import HTTPTypes
-import Synchronization
 
 /// Opts a request in to ``Deduplicate``.
 public enum DeduplicateRequest: RequestOption {
@@ -58,7 +57,7 @@ final class SharedCalls: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var count: Int { state.withLock { $0.calls.count } }
 

@@ -1,6 +1,5 @@
 public import Foundation
 import HTTPTypes
-import Synchronization
 
 /// An in-memory HTTP cache for GET responses, bounded in size, that follows what the
 /// server says (RFC 9111, as a private cache):
@@ -284,7 +283,7 @@ final class CacheStore: Sendable {
         var statistics = HTTPCache.Statistics()
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var statistics: HTTPCache.Statistics { state.withLock { $0.statistics } }
     var usage: (entries: Int, bytes: Int) { state.withLock { ($0.entries.count, $0.bytes) } }

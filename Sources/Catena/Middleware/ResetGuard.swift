@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Makes `await chain.reset()` a clean cut: it cancels every request in flight through
 /// this loader, waits for them to finish, resets the rest of the chain, and meanwhile
@@ -53,7 +52,7 @@ public struct ResetGuard: HTTPMiddleware {
             var resetting = 0
         }
 
-        private let state = Mutex(State())
+        private let state = Locked(State())
 
         var count: Int { state.withLock { $0.tasks.count } }
 

@@ -1,7 +1,7 @@
+import Catena
 import Foundation
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// HTTP caching on the demo server: validators and `Cache-Control` on GET answers,
 /// 304 for conditional requests that match, and a route to test a cache with.
@@ -60,7 +60,7 @@ enum CacheRoutes {
 
     static func add(to router: Router<DemoRoutes.Context>) {
         // Full answers and 304s per key of `/api/cache/{key}`.
-        let counts = Mutex<[String: (full: Int, notModified: Int)]>([:])
+        let counts = Locked<[String: (full: Int, notModified: Int)]>([:])
         let api = router.group("api")
 
         // A resource to test caches with. Query: `max_age`, `expires` (seconds ahead, or

@@ -1,3 +1,4 @@
+import Catena
 import Foundation
 import Hummingbird
 import NIOCore
@@ -138,7 +139,7 @@ enum DemoRoutes {
         // Reads the request body slowly (`interval` seconds between chunks), so that a
         // client's upload stalls and can be cancelled mid-way; then answers with the
         // byte count. `GET /api/slow-upload/stats?key=` says how far each key got.
-        let slowUploads = Mutex<[String: (bytes: Int, complete: Bool)]>([:])
+        let slowUploads = Locked<[String: (bytes: Int, complete: Bool)]>([:])
         api.post("slow-upload") { request, _ in
             let key = request.uri.queryParameters.get("key") ?? "default"
             let interval = try number(request.uri.queryParameters.get("interval"), named: "interval", in: 0...5, default: 0.05)

@@ -1,7 +1,7 @@
+import Catena
 import Foundation
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// Routes for testing the loader suite: faults, rate limits, concurrency, auth.
 /// State is per server and keyed by a client-chosen `key`, so tests running in
@@ -18,11 +18,11 @@ enum LoaderRoutes {
         struct Token { var email: String; var expires: Date }
         struct Grants: Codable { var password = 0; var refresh = 0; var invalid = 0 }
 
-        let calls = Mutex<[String: Int]>([:])
-        let inFlight = Mutex<[String: InFlight]>([:])
-        let tokens = Mutex<[String: Token]>([:])
-        let refreshTokens = Mutex<[String: String]>([:])
-        let grants = Mutex(Grants())
+        let calls = Locked<[String: Int]>([:])
+        let inFlight = Locked<[String: InFlight]>([:])
+        let tokens = Locked<[String: Token]>([:])
+        let refreshTokens = Locked<[String: String]>([:])
+        let grants = Locked(Grants())
     }
 
     static func add(to router: Router<Context>) {

@@ -1,7 +1,7 @@
+import Catena
 import Foundation
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// How the demo server's Flickr-style photo routes behave.
 public struct PhotoSettings: Sendable {
@@ -28,7 +28,7 @@ enum PhotoRoutes {
     typealias Context = BasicRequestContext
 
     static func add(to router: Router<Context>, settings: PhotoSettings) {
-        let attempts = Mutex<[String: Int]>([:])
+        let attempts = Locked<[String: Int]>([:])
         let handler: @Sendable (Request, Context) async throws -> Response = { request, _ in
             if settings.latency > .zero { try await Task.sleep(for: settings.latency) }
             let query = request.uri.queryParameters

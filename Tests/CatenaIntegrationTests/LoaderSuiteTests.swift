@@ -110,16 +110,15 @@ struct ThrottleTests {
         let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport()
         // The slot frees 1.3 s after the cancel: leaving within 0.8 s proves the queue
         // did not wait for it, with room for a loaded machine.
-        let first = Task { try await chain.load(try holdRequest(key, hold: 1.5)) }
-        try await Task.sleep(for: .milliseconds(100))
+        let first = Task { try await chain.load(try holdRequest(key, hold: Timing.stretch(1.5))) }
+        #expect(await Timing.eventually { (try? await inFlightStats(key).current) == 1 })
         let queued = Task { try await chain.load(try holdRequest(key)) }
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(throttle.waiting == 1)
+        #expect(await Timing.eventually { throttle.waiting == 1 })
         let cancelledAt = ContinuousClock.now
         queued.cancel()
         let error = (await queued.result).failure as? CatenaError
         #expect(error?.code == .cancelled)
-        #expect(ContinuousClock.now - cancelledAt < .milliseconds(800), "left the queue without waiting for the slot")
+        #expect(ContinuousClock.now - cancelledAt < Timing.stretch(.milliseconds(800)), "left the queue without waiting for the slot")
         #expect(throttle.waiting == 0)
         _ = try await first.value
         #expect(try await inFlightStats(key).total == 1)
@@ -275,7 +274,7 @@ struct RetryTests {
         let cancelledAt = ContinuousClock.now
         task.cancel()
         #expect(((await task.result).failure as? CatenaError)?.code == .cancelled)
-        #expect(ContinuousClock.now - cancelledAt < .seconds(1))
+        #expect(ContinuousClock.now - cancelledAt < Timing.stretch(.seconds(1)))
     }
 }
 

@@ -32,20 +32,16 @@ struct OperationsIntegrationTests {
     func cancelInFlight(kind: TransportKind) async throws {
         let key = uniqueKey()
         let loader = try await kind.chain()
-        let operation = RequestOperation(loader: loader, request: try holdRequest(key, hold: 5))
+        let operation = RequestOperation(loader: loader, request: try holdRequest(key, hold: Timing.stretch(5)))
         let start = ContinuousClock.now
         operation.enqueue(on: OperationQueue())
-        var seen = false
-        for _ in 0..<200 where !seen {
-            seen = try await inFlightStats(key).current == 1
-            if !seen { try await Task.sleep(for: .milliseconds(10)) }
-        }
+        let seen = try await Timing.eventually(within: .seconds(2)) { try await inFlightStats(key).current == 1 }
         #expect(seen, "the request reached the server")
         operation.cancel()
         let failure = await operation.result().failure
         #expect((failure as? CatenaError)?.code == .cancelled)
         #expect(failure.map(OperationError.isCancellation) == true)
-        #expect(ContinuousClock.now - start < .seconds(4), "cancelled, not waited out")
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(4)), "cancelled, not waited out")
     }
 
     @Test("a group of retrying getSizes operations: one result per photo, in order")

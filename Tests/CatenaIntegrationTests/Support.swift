@@ -94,3 +94,35 @@ func randomData(_ count: Int) -> Data {
     }
     return data
 }
+
+/// Time limits for "ended at once, not waited out" checks.
+///
+/// Each such test pairs a server hold (what waiting it out would take) with a smaller
+/// bound; both are stretched by the same factor under ThreadSanitizer, which runs the
+/// whole suite 5 to 15 times slower on CI's two cores. A bound stays below its hold,
+/// so the test can still fail.
+enum Timing {
+    /// Whether this process runs under ThreadSanitizer (its runtime is linked in).
+    static let isThreadSanitized: Bool = {
+        #if os(Linux)
+        return dlsym(nil, "__tsan_init") != nil
+        #else
+        return dlsym(UnsafeMutableRawPointer(bitPattern: -2), "__tsan_init") != nil
+        #endif
+    }()
+
+    static let factor: Double = isThreadSanitized ? 8 : 1
+
+    static func stretch(_ seconds: Double) -> Double { seconds * factor }
+    static func stretch(_ duration: Duration) -> Duration { duration * factor }
+
+    /// Polls `condition` until it holds or `limit` (stretched) passes.
+    static func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let deadline = ContinuousClock.now + stretch(limit)
+        while ContinuousClock.now < deadline {
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return try await condition()
+    }
+}

@@ -159,6 +159,40 @@ struct ContentLoaderTests {
         _ = (firstToken, secondToken)
     }
 
+    @Test("an observer that starts a load from its callback: every observer still sees the states in order (issue 11, defect 6)")
+    func nestedDelivery() async {
+        let gate = Gate<Int>()
+        let loader = ContentLoader<Int>(load: { try await gate.load($0) })
+        var first: [String] = [], second: [String] = []
+        var refreshed = false
+        let firstToken = loader.observe { state in
+            first.append(state.description)
+            if state.content == 1, !state.isLoading, !refreshed {
+                refreshed = true
+                loader.refresh()
+            }
+        }
+        let secondToken = loader.observe { second.append($0.description) }
+        let stream = loader.states
+        let collected = Task { @MainActor in
+            var states: [String] = []
+            for await state in stream {
+                states.append(state.description)
+                if states.count == 5 { break }
+            }
+            return states
+        }
+        loader.startLoading()
+        await gate.open(.success(1))
+        await gate.open(.success(2))
+        #expect(await settle { loader.state.content == 2 && !loader.state.isLoading })
+        let expected = ["loading", "success", "loading (showing cached content)", "success"]
+        #expect(first == expected)
+        #expect(second == expected)
+        #expect(await collected.value == ["initial"] + expected)
+        _ = (firstToken, secondToken)
+    }
+
     @Test("Observation sees state changes")
     func observation() async {
         let gate = Gate<Int>()

@@ -26,6 +26,22 @@ struct EndpointKindTests {
         #expect(error?.code == .decodingFailed)
     }
 
+    @Test("a string endpoint reads the charset the Content-Type names; an unknown one is an error that names it")
+    func stringCharset() async throws {
+        let mock = MockTransport()
+        mock.respond(headerFields: [.contentType: "text/plain; charset=ISO-8859-1"], body: Data([0x68, 0xE9]))
+        mock.respond(headerFields: [.contentType: "text/plain; charset=\"utf-16le\""], body: Data([0x68, 0x00, 0xE9, 0x00]))
+        mock.respond(headerFields: [.contentType: "text/plain"], body: Data("héllo".utf8))
+        mock.respond(headerFields: [.contentType: "text/plain; charset=koi8-r"], body: Data([0x68]))
+        let client = Client(mock)
+        #expect(try await client.send(Text()) == "hé")
+        #expect(try await client.send(Text()) == "hé")
+        #expect(try await client.send(Text()) == "héllo")
+        let error = await #expect(throws: CatenaError.self) { try await client.send(Text()) }
+        #expect(error?.code == .decodingFailed)
+        #expect(error?.detail?.contains("koi8-r") == true)
+    }
+
     @Test("a trailing slash is added once, explicitly")
     func trailingSlash() throws {
         var request = try APIRequest.get("services", "rest")

@@ -11,6 +11,12 @@ struct RequestTests {
         #expect(request.percentEncodedPath == "/api/users/a%20b%2Fc%3Fd%23e/%C3%BCn%C3%AF/x+y@z:1")
     }
 
+    @Test("';' is encoded, so '..;' cannot reach a server that reads path parameters as '..'")
+    func semicolonIsEncoded() throws {
+        let request = try APIRequest(.get, path: ["api", "..;", "admin;x=1"])
+        #expect(request.percentEncodedPath == "/api/..%3B/admin%3Bx=1")
+    }
+
     @Test("empty, '.' and '..' components are rejected with an error that names them", arguments: ["", ".", ".."])
     func dotComponentsAreRejected(component: String) {
         let error = #expect(throws: CatenaError.self) {

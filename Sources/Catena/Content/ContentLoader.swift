@@ -202,6 +202,11 @@ final class Audience<Content: Sendable>: Sendable {
         var next: UInt64 = 0
         var handlers: [(id: UInt64, handler: Handler)] = []
         var streams: [UInt64: AsyncStream<LoadingState<Content>>.Continuation] = [:]
+        /// States waiting for the delivery in progress to end: an observer that starts
+        /// a load from its callback sets a new state while the others have not yet
+        /// seen the one before.
+        var pending: [LoadingState<Content>] = []
+        var delivering = false
     }
 
     private let members = Locked(Members())
@@ -231,9 +236,30 @@ final class Audience<Content: Sendable>: Sendable {
         return stream
     }
 
-    /// Hands `state` to every observer; a closure removed meanwhile is skipped.
+    /// Hands `state` to every observer, after every state handed over before it; a
+    /// closure removed meanwhile is skipped. Called from inside an observer, it queues
+    /// the state for the delivery in progress to hand on once it is done.
     @MainActor
     func deliver(_ state: LoadingState<Content>) {
+        let first = members.withLock { members -> Bool in
+            members.pending.append(state)
+            defer { members.delivering = true }
+            return !members.delivering
+        }
+        guard first else { return }
+        while let next = members.withLock({ members -> LoadingState<Content>? in
+            if members.pending.isEmpty {
+                members.delivering = false
+                return nil
+            }
+            return members.pending.removeFirst()
+        }) {
+            deliverNow(next)
+        }
+    }
+
+    @MainActor
+    private func deliverNow(_ state: LoadingState<Content>) {
         let (ids, streams) = members.withLock { ($0.handlers.map(\.id), Array($0.streams.values)) }
         for continuation in streams { continuation.yield(state) }
         for id in ids {

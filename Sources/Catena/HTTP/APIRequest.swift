@@ -232,9 +232,10 @@ public struct APIRequest: Sendable {
 }
 
 extension APIRequest: CustomStringConvertible {
-    /// "GET https://host/path?query", with secret query values hidden.
+    /// "GET https://host/path?query", with the values of the query items its
+    /// ``Redaction`` option names hidden.
     public var description: String {
-        "\(method.rawValue) \(assembleURL(redacting: .default))"
+        "\(method.rawValue) \(assembleURL(redacting: self[option: Redaction.self]))"
     }
 }
 

@@ -1,9 +1,11 @@
 /// Percent-encoding by byte class, per RFC 3986. Internal: callers use the request
 /// builders, which encode each path component and query item on its own.
 enum PercentEncoding {
-    /// Characters that may stand unencoded in a path segment (RFC 3986 `pchar`).
-    /// "/" is not among them: a component never adds a segment boundary.
-    static let pathSegment = ByteSet(unreservedPlus: "!$&'()*+,;=:@")
+    /// Characters that may stand unencoded in a path segment (RFC 3986 `pchar`), less
+    /// ";". "/" is not among them: a component never adds a segment boundary. Nor is
+    /// ";": servers such as Tomcat and Spring read it as the start of path parameters,
+    /// so a component "..;" would reach them as ".." and climb out of the path.
+    static let pathSegment = ByteSet(unreservedPlus: "!$&'()*+,=:@")
     /// Characters that may stand unencoded in a query name or value. Deliberately
     /// narrow: "+", "&", "=", "/" and "?" are always encoded, so a value can never
     /// change the shape of the query or be read as a space by a form decoder.

@@ -1,8 +1,14 @@
 public import HTTPTypes
 
 /// Which header fields and query items are secret. Logs and error descriptions print
-/// `<redacted>` in place of their values.
-public struct Redaction: Sendable {
+/// `<redacted>` in place of their values, and a redirect to another origin drops the
+/// secret headers.
+///
+/// Also a ``RequestOption``: the request's redaction is what its description (and so
+/// every ``CatenaError``'s) hides. ``LogMiddleware`` adds its own redaction to the
+/// requests it passes on, and ``ApplyEnvironment`` adds the names of the headers and
+/// query items it injects, so an error thrown below them hides the same values.
+public struct Redaction: Sendable, Equatable, RequestOption {
     /// What a secret value is printed as.
     public static let placeholder = "<redacted>"
 
@@ -38,6 +44,26 @@ public struct Redaction: Sendable {
     public static func adding(headers: [HTTPField.Name] = [], queryItems: [String] = []) -> Redaction {
         Redaction(headerNames: Redaction.default.headerNames.union(headers),
                   queryNames: Redaction.default.queryNames.union(queryItems))
+    }
+
+    /// The option's value until a loader or the caller sets one: ``default``.
+    public static var defaultValue: Redaction { .default }
+
+    /// Everything either redaction hides.
+    public func union(_ other: Redaction) -> Redaction {
+        Redaction(headerNames: headerNames.union(other.headerNames), queryNames: queryNames.union(other.queryNames))
+    }
+
+    /// Whether this hides everything `other` hides.
+    func covers(_ other: Redaction) -> Bool {
+        headerNames.isSuperset(of: other.headerNames) && queryNames.isSuperset(of: other.queryNames)
+    }
+
+    /// `request` with `self` added to the redaction it carries (unchanged when it
+    /// already hides all of it).
+    func added(to request: inout APIRequest) {
+        let current = request[option: Redaction.self]
+        if !current.covers(self) { request[option: Redaction.self] = current.union(self) }
     }
 
     func isSecretQueryItem(_ name: String) -> Bool {

@@ -13,8 +13,13 @@ public struct LogMiddleware: HTTPMiddleware {
     /// The level for requests and responses. Failures log one step higher
     /// (debug → info, info → notice, …).
     public var level: Logger.Level
-    /// What not to print.
-    public var redaction: Redaction
+    /// What not to print, besides what the request's own ``Redaction`` option names.
+    /// A custom redaction is added to each request passed on, so the description of
+    /// an error from below hides the same values.
+    public var redaction: Redaction {
+        didSet { isDefaultRedaction = redaction == .default }
+    }
+    private var isDefaultRedaction: Bool
     /// Whether to print header fields (redacted) with each request and response.
     public var logsHeaders: Bool
 
@@ -24,11 +29,16 @@ public struct LogMiddleware: HTTPMiddleware {
         self.logger = logger
         self.level = level
         self.redaction = redaction
+        self.isDefaultRedaction = redaction == .default
         self.logsHeaders = logsHeaders
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        var request = request
+        if !isDefaultRedaction { redaction.added(to: &request) }
         guard logger.logLevel <= level else { return try await next.load(request) }
+        // The request's redaction includes what ApplyEnvironment injected above us.
+        let redaction = isDefaultRedaction ? request[option: Redaction.self] : request[option: Redaction.self].union(redaction)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
         var metadata: Logger.Metadata = [:]
         if logsHeaders && !request.headerFields.isEmpty {

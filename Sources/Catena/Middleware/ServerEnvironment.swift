@@ -12,10 +12,23 @@ public struct ServerEnvironment: Sendable, RequestOption {
     public var port: Int?
     /// Percent-encoded path put in front of every request's path, such as "/v2".
     public var pathPrefix: String
-    /// Header fields added to each request that does not already set them.
-    public var headerFields: HTTPFields
+    /// Header fields added to each request that does not already set them. Their
+    /// values are redacted in logs and errors and never follow a redirect elsewhere.
+    public var headerFields: HTTPFields {
+        didSet { secrets = Self.secrets(headerFields, queryItems) }
+    }
     /// Query items added to each request that does not already have one of that name.
-    public var queryItems: [URLQueryItem]
+    /// Their values are redacted in logs and errors.
+    public var queryItems: [URLQueryItem] {
+        didSet { secrets = Self.secrets(headerFields, queryItems) }
+    }
+    /// The names injected, as a redaction; nil when there are none.
+    private var secrets: Redaction?
+
+    private static func secrets(_ headerFields: HTTPFields, _ queryItems: [URLQueryItem]) -> Redaction? {
+        guard !headerFields.isEmpty || !queryItems.isEmpty else { return nil }
+        return Redaction(headerNames: Set(headerFields.map(\.name)), queryNames: Set(queryItems.map(\.name)))
+    }
 
     /// An environment from its parts.
     public init(scheme: String = "https", host: String, port: Int? = nil, pathPrefix: String = "", headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = []) {
@@ -25,16 +38,27 @@ public struct ServerEnvironment: Sendable, RequestOption {
         self.pathPrefix = pathPrefix
         self.headerFields = headerFields
         self.queryItems = queryItems
+        self.secrets = Self.secrets(headerFields, queryItems)
     }
 
     /// An environment from a base URL such as `http://127.0.0.1:8080/api`; the URL's
-    /// path becomes the prefix. Returns nil when the URL has no host or its scheme is
-    /// not http or https.
+    /// path becomes the prefix. Nothing in the URL is dropped: its query items join
+    /// `queryItems` (those given by name win), and user information
+    /// (`https://user:password@host/`) becomes an `Authorization: Basic` header, as curl
+    /// does, unless `headerFields` sets `Authorization`. Returns nil when the URL has
+    /// no host or its scheme is not http or https.
     public init?(baseURL: URL, headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = []) {
         let parsed = APIRequest(url: baseURL)
         guard let host = parsed.host, let scheme = parsed.scheme, scheme == "http" || scheme == "https" else { return nil }
+        var headerFields = headerFields
+        let components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)
+        if headerFields[.authorization] == nil, let user = components?.user {
+            headerFields[.authorization] = BasicCredentials(user: user, password: components?.password ?? "").headerValue
+        }
+        let given = Set(queryItems.map(\.name))
+        let fromURL = parsed.queryItems.filter { !given.contains($0.name) }
         self.init(scheme: scheme, host: host, port: parsed.port, pathPrefix: parsed.percentEncodedPath,
-                  headerFields: headerFields, queryItems: queryItems)
+                  headerFields: headerFields, queryItems: fromURL + queryItems)
     }
 
     /// The environment as a request option; `nil` (the default) means "the chain's".
@@ -65,6 +89,7 @@ public struct ServerEnvironment: Sendable, RequestOption {
         for item in queryItems where !request.hasQueryItem(named: item.name) {
             request.appendQueryItems([item])
         }
+        secrets?.added(to: &request)
     }
 }
 

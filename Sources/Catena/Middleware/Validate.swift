@@ -44,12 +44,10 @@ public struct Validate: HTTPMiddleware {
             throw CatenaError(.unacceptableStatus, request: request, response: response)
         }
         if let types = acceptance.contentTypes, !response.body.isEmpty {
-            let mediaType = response.headerFields[.contentType]?
-                .split(separator: ";", maxSplits: 1).first?
-                .trimmingCharacters(in: .whitespaces).lowercased()
+            let mediaType = response.headerFields[.contentType].flatMap(MediaType.init)?.essence
             guard let mediaType, types.contains(mediaType) else {
                 throw CatenaError(.invalidResponse, request: request, response: response,
-                                  detail: "content type \(mediaType.map { "\"\($0)\"" } ?? "missing"), expected one of \(types.sorted().joined(separator: ", "))")
+                                  detail: "content type \(response.headerFields[.contentType].map { "\"\($0.prefix(128))\"" } ?? "missing"), expected one of \(types.sorted().joined(separator: ", "))")
             }
         }
         return response

@@ -35,8 +35,8 @@ public enum OriginBoundHeaders: RequestOption {
 ///   303 turns anything but HEAD into a GET without a body; 307 and 308 keep the
 ///   method and the body, produced afresh (a file or stream is opened again).
 /// - A redirect to another origin (scheme, host or port differs) strips
-///   `Authorization`, `Proxy-Authorization`, `Cookie`, every header the redaction
-///   treats as secret, and every ``OriginBoundHeaders`` name (the environment's API
+///   `Authorization`, `Proxy-Authorization`, `Cookie`, every header the default
+///   redaction or the request's ``Redaction`` option treats as secret, and every ``OriginBoundHeaders`` name (the environment's API
 ///   key, say). A downgrade from https to http is stripped the same way, and a
 ///   redirect that would resend a body over plain http is not followed: it is the answer.
 /// - A `Location` that is missing or unusable leaves the 3xx as the answer; one that
@@ -118,7 +118,7 @@ public enum Redirects {
         }
         if !request.hasSameOrigin(as: next) {
             let bound = request[option: OriginBoundHeaders.self]
-            let redaction = Redaction.default
+            let redaction = request[option: Redaction.self].union(.default)
             next.headerFields = HTTPFields(next.headerFields.filter { field in
                 !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization)
             })

@@ -85,6 +85,21 @@ struct HTTPCacheTests {
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
     }
 
+    @Test("a Validate below the cache does not turn the revalidation's 304 into an error", arguments: TransportKind.allCases)
+    func validateBelowCache(kind: TransportKind) async throws {
+        let clock = TestClock()
+        let cache = HTTPCache(now: clock.read)
+        let loader = ApplyEnvironment(try await TestServer.environment()) --> cache --> Validate() --> kind.make()
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "10", "last_modified": "0"])
+        let first = try await loader.load(request)
+        clock.advance(11)
+        let second = try await loader.load(request)
+        #expect(second.status == .ok && second.body == first.body)
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
+        #expect(cache.statistics.revalidated == 1)
+    }
+
     @Test("revalidation with Last-Modified / If-Modified-Since when there is no ETag")
     func revalidateLastModified() async throws {
         let cache = HTTPCache()

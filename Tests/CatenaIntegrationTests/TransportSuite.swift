@@ -163,7 +163,7 @@ struct TransportSuite {
         let result = await task.result
         let latency = ContinuousClock.now - cancelledAt
         #expect((result.failure as? CatenaError)?.code == .cancelled)
-        #expect(latency < Timing.stretch(.seconds(1)), "cancellation took \(latency)")
+        #expect(latency < Timing.stretch(.seconds(2.5)), "cancellation took \(latency)")
     }
 
     @Test("a task cancelled before the request starts never sends it", arguments: TransportKind.allCases)

@@ -159,6 +159,35 @@ struct EnvironmentTests {
         #expect(ServerEnvironment(baseURL: URL(string: "ftp://localhost/")!) == nil)
         #expect(ServerEnvironment(baseURL: URL(string: "/relative")!) == nil)
     }
+    @Test("a base URL's user info becomes Basic auth and its query items are kept, not silently dropped")
+    func baseURLKeepsEverything() async throws {
+        let environment = try #require(ServerEnvironment(baseURL: URL(string: "https://ann:s3cret@api.example.com/v1?api_key=k3y&lang=en")!,
+                                                         queryItems: [URLQueryItem(name: "lang", value: "fr")]))
+        #expect(environment.headerFields[.authorization] == BasicCredentials(user: "ann", password: "s3cret").headerValue)
+        #expect(environment.queryItems == [URLQueryItem(name: "api_key", value: "k3y"), URLQueryItem(name: "lang", value: "fr")])
+        let mock = MockTransport()
+        mock.respond()
+        _ = try await (ApplyEnvironment(environment) --> mock).load(try APIRequest(.get, path: ["users"]))
+        #expect(try mock.requests.first?.urlString() == "https://api.example.com/v1/users?api_key=k3y&lang=fr")
+        #expect(mock.requests.first?.headerFields[.authorization] != nil)
+    }
+
+    @Test("what the environment injects is redacted in error descriptions and logs")
+    func injectedValuesAreRedacted() async throws {
+        let environment = ServerEnvironment(host: "api.example.com", headerFields: [HTTPField.Name("X-Tenant-Secret")!: "tenant-value"],
+                                            queryItems: [URLQueryItem(name: "appid", value: "appid-value")])
+        let logs = CapturedLogs()
+        let mock = MockTransport()
+        mock.fail(.timedOut)
+        let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logs.logger(level: .debug)) --> mock
+        let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["users"])) }
+        let described = error.map { "\($0)" } ?? ""
+        #expect(described.contains("appid=<redacted>"), "\(described)")
+        for text in [described, logs.text] {
+            #expect(!text.contains("appid-value") && !text.contains("tenant-value"), "\(text)")
+        }
+        #expect(logs.text.contains("X-Tenant-Secret: <redacted>"))
+    }
 }
 
 /// Collects log messages in memory.
@@ -211,6 +240,20 @@ struct LogTests {
         #expect(text.contains("Accept: application/json"))
         #expect(text.contains("← 200"))
         #expect(text.contains("2 bytes"))
+    }
+
+    @Test("a custom redaction also hides values in the description of an error from below, logging on or off")
+    func customRedactionReachesErrors() async throws {
+        for level in [Logger.Level.debug, .critical] {
+            let mock = MockTransport()
+            mock.fail(.timedOut)
+            let chain = LogMiddleware(logger: CapturedLogs().logger(level: level), redaction: .adding(queryItems: ["session"])) --> mock
+            let error = await #expect(throws: CatenaError.self) {
+                try await chain.load(try APIRequest(.get, urlString: "https://example.com/data?session=s3ssion&page=2"))
+            }
+            let described = error.map { "\($0)" } ?? ""
+            #expect(!described.contains("s3ssion") && described.contains("session=<redacted>&page=2"), "\(described)")
+        }
     }
 
     @Test("below the logger's level nothing is logged; a failure logs one level higher")

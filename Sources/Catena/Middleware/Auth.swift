@@ -55,10 +55,8 @@ struct CredentialScope: Sendable {
     /// host (the loader stands before ApplyEnvironment) or would carry them over plain
     /// http to a host that is not loopback.
     func decide(_ request: APIRequest, loader: String) throws(CatenaError) -> Decision {
-        guard let host = request.host?.lowercased() else {
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
-        }
+        try requireAbsolute(request, loader: loader)
+        guard let host = request.host?.lowercased() else { return .pass }
         let scheme = request.scheme?.lowercased()
         let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
         guard let defaultPort else { return .pass }
@@ -206,6 +204,9 @@ public struct TokenAuth: HTTPMiddleware {
     /// The token in use, if any.
     public var currentToken: BearerToken? { store.current }
 
+    /// How many requests are waiting for a refresh (for tests).
+    var waitingForRefresh: Int { store.waiting }
+
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         guard case .send = try scope.decide(request, loader: "TokenAuth") else { return try await next.load(request) }
         let token = try await obtain(request) { try await store.validToken() }
@@ -272,6 +273,7 @@ final class TokenStore: Sendable {
 
     var refreshCount: Int { state.withLock { $0.refreshes } }
     var current: BearerToken? { state.withLock { $0.token } }
+    var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Whether `token`, obtained at `obtainedAt`, is still good to send. The leeway
     /// is at most half the token's lifetime: a server that hands out tokens shorter

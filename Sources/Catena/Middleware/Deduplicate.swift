@@ -22,6 +22,7 @@ public struct Deduplicate: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        try requireAbsolute(request, loader: "Deduplicate")
         // A download writes to its own file: never shared.
         guard request.method == .get, request[option: DeduplicateRequest.self], request[option: DownloadDestination.self] == nil,
               let key = try? key(for: request) else {

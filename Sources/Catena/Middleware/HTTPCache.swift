@@ -66,6 +66,7 @@ public struct HTTPCache: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        try requireAbsolute(request, loader: "HTTPCache")
         // A download's body goes to a file, not through here: never answered from the
         // cache, never stored.
         guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
@@ -94,7 +95,15 @@ public struct HTTPCache: HTTPMiddleware {
             keep(response, for: request, sent: response.request, url: url)
             return response
         }
-        let answer = try await next.load(entry.conditional(request))
+        let answer: APIResponse
+        do {
+            answer = try await next.load(entry.conditional(request))
+        } catch {
+            // A Validate below the cache does not know that a 304 answers the cache's
+            // own question, and fails it: that 304 is still the answer.
+            guard let response = error.response, response.status.code == 304 else { throw error }
+            answer = response
+        }
         guard answer.status.code == 304 else {
             store.count(\.misses)
             let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)

@@ -93,6 +93,14 @@ public struct ServerEnvironment: Sendable, RequestOption {
     }
 }
 
+/// Fails a request that has no host yet: a loader that keys or guards by origin cannot
+/// work above ApplyEnvironment, and saying so beats silently doing nothing.
+func requireAbsolute(_ request: APIRequest, loader: String) throws(CatenaError) {
+    guard request.host == nil else { return }
+    throw CatenaError(.invalidRequest, request: request,
+                      detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
+}
+
 /// Sends relative requests to a ``ServerEnvironment``; a request whose
 /// ``ServerEnvironment`` option is set goes to that one instead.
 public struct ApplyEnvironment: HTTPMiddleware {

@@ -5,7 +5,7 @@ import NIOCore
 import NIOFoundationCompat
 import Synchronization
 
-/// The demo server's routes. Every route honours `?delay=SECONDS` (capped at 30 s).
+/// The demo server's routes. Every route honours `?delay=SECONDS` (capped at 120 s).
 enum DemoRoutes {
     typealias Context = BasicRequestContext
 
@@ -310,10 +310,10 @@ enum JSONScalar: Codable, Sendable, ExpressibleByStringLiteral {
     }
 }
 
-/// Sleeps for `?delay=SECONDS` (at most 30) before handling the request, as reqres does.
+/// Sleeps for `?delay=SECONDS` (at most 120) before handling the request, as reqres does.
 struct DelayMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let delay = try number(request.uri.queryParameters.get("delay"), named: "delay", in: 0...30, default: 0)
+        let delay = try number(request.uri.queryParameters.get("delay"), named: "delay", in: 0...120, default: 0)
         if delay > 0 {
             try await Task.sleep(for: .seconds(delay))
         }

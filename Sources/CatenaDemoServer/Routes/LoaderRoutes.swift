@@ -62,7 +62,7 @@ enum LoaderRoutes {
         api.get("inflight") { request, _ in
             let query = request.uri.queryParameters
             let key = query.get("key") ?? "default"
-            let hold = try number(query.get("hold"), named: "hold", in: 0...10, default: 0.1)
+            let hold = try number(query.get("hold"), named: "hold", in: 0...120, default: 0.1)
             state.inFlight.withLock { all in
                 all[key, default: .init()].current += 1
                 all[key]!.total += 1

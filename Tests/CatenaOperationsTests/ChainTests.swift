@@ -33,6 +33,23 @@ struct OperationChainTests {
         #expect(!last.isCancelled)
     }
 
+    @Test("a foreign step whose owner replaces its completion block still hands on to the next step")
+    func foreignCompletionBlockReplaced() async throws {
+        let replaced = Guarded(false)
+        let plain = BlockOperation {}
+        plain.addExecutionBlock {
+            // The owner's own completion block, set while the chain watches it.
+            plain.completionBlock = { replaced.withLock { $0 = true } }
+        }
+        let chain = Produce<Int>(.success(1)).then(do: plain).then(do: Produce(.success(2)))
+        let value = Task { try await chain.value(on: OperationQueue()) }
+        let ended = await eventually(seconds: 10) { plain.isFinished && replaced.withLock { $0 } }
+        #expect(ended)
+        let result = await eventually(seconds: 10) { chain.last.isFinished }
+        #expect(result, "the chain went on after the foreign step")
+        if result { #expect(try await value.value == 2) } else { value.cancel() }
+    }
+
     @Test("cancelRemaining: what follows a failure is cancelled and the error still reaches the end")
     func failureCancelsRemaining() async {
         let after = (0..<3).map { _ in AddOne() }

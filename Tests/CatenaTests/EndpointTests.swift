@@ -42,6 +42,28 @@ struct EndpointKindTests {
         #expect(error?.detail?.contains("koi8-r") == true)
     }
 
+    @Test("a fan-out cancelled after every call started throws cancelled, not an array of cancellations")
+    func fanOutCancelledAfterAllStarted() async throws {
+        let mock = MockTransport()
+        let started = Catena.Locked(0)
+        for _ in 0..<3 {
+            mock.enqueue { request throws(CatenaError) in
+                started.withLock { $0 += 1 }
+                do { try await Task.sleep(for: .seconds(60)) } catch { throw CatenaError(.cancelled, request: request) }
+                return APIResponse(status: .ok, request: request)
+            }
+        }
+        let client = Client(mock)
+        let task = Task { try await client.sendAll([Bytes(), Bytes(), Bytes()], maxConcurrent: 8) }
+        while started.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        task.cancel()
+        guard case .failure(let error) = await task.result else {
+            Issue.record("the fan-out returned results")
+            return
+        }
+        #expect((error as? CatenaError)?.code == .cancelled)
+    }
+
     @Test("a trailing slash is added once, explicitly")
     func trailingSlash() throws {
         var request = try APIRequest.get("services", "rest")

@@ -188,6 +188,14 @@ struct HeaderParsingFuzzTests {
     static let locationPieces = ["http://", "https://", "ftp://", "javascript:", "//", "/", "..", ".", "?", "#", "@", ":", "%", "%2F",
                                  "[", "]", "::1", "127.0.0.1", "example.com", "user:pass@", " ", "\\", "é", "65536", "0"]
 
+    @Test("Location: an empty IPv6 literal is no host (found by the fuzz test below)")
+    func emptyBracketHost() throws {
+        let request = try APIRequest(.get, urlString: "https://api.example.com/a")
+        let response = APIResponse(status: .found, headerFields: [.location: "https://[]"], body: Data(), request: request)
+        #expect(try Redirects.nextRequest(after: response, from: request) == nil)
+        #expect(APIRequest(url: URL(string: "https://[]/x")!).host == nil)
+    }
+
     @Test("Location: random redirect targets never trap; a followed one is http(s) with a host and no user info")
     func locations() throws {
         let seed = UInt64.random(in: 0...UInt64.max)

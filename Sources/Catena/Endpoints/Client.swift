@@ -177,7 +177,10 @@ extension Client {
             }
         }
         if let firstError { throw firstError }
-        guard completed == endpoints.count else {
+        // Cancelled after every call had started: the calls ended as cancelled, and so
+        // does the fan-out (not an array of cancellations).
+        let cancelledCalls = Task.isCancelled && results.contains { if case .failure(let error)? = $0 { error.code == .cancelled } else { false } }
+        guard completed == endpoints.count, !cancelledCalls else {
             throw CatenaError(.cancelled, request: .placeholder, detail: "the fan-out was cancelled after \(completed) of \(endpoints.count) calls")
         }
         return results.map { $0! }

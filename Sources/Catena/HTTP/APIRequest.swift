@@ -46,7 +46,8 @@ public struct APIRequest: Sendable {
         // Foundation keeps the brackets of an IPv6 literal; the request stores the bare
         // address and the URL assembly adds them back.
         self.host = components?.host.flatMap { host in
-            host.isEmpty ? nil : host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+            let bare = host.hasPrefix("[") && host.hasSuffix("]") && host.count >= 2 ? String(host.dropFirst().dropLast()) : host
+            return bare.isEmpty ? nil : bare   // "https://[]" has no host
         }
         self.port = components?.port
         self.percentEncodedPath = components?.percentEncodedPath ?? ""

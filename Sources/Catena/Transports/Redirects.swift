@@ -108,6 +108,7 @@ public enum Redirects {
         // A body resent from https to http would go out in clear text: the redirect is the answer.
         if !becomesGET, !request.body.isEmpty, request.scheme == "https", scheme == "http" { return nil }
         var next = APIRequest(request.method, url: url, headerFields: request.headerFields, body: request.body)
+        guard next.host != nil else { return nil }   // "https://[]": no usable host
         next.options = request.options
         if becomesGET {
             next.method = .get

@@ -185,18 +185,26 @@ struct ChainMembership {
 
 extension Operation {
     /// Runs `hook` once after this operation finished. Catena's operations call it
-    /// directly; other operations through their completion block (kept and chained).
+    /// directly. Another operation is watched by a sentinel that depends on it: its
+    /// completion block would lose the hook if the operation finished between the
+    /// check and the assignment, or if its owner set a completion block afterwards.
     func whenFinished(_ hook: @escaping @Sendable () -> Void) {
         if let operation = self as? ConcurrentOperation {
             operation.onFinish(hook)
-        } else if isFinished {
-            hook()
         } else {
-            let previous = completionBlock
-            completionBlock = {
-                previous?()
-                hook()
-            }
+            let sentinel = BlockOperation(block: hook)
+            sentinel.addDependency(self)
+            OperationQueue.finishWatchers.addOperation(sentinel)
         }
     }
+}
+
+extension OperationQueue {
+    /// Runs the sentinels of ``Operation/whenFinished(_:)`` for operations Catena did
+    /// not make.
+    static let finishWatchers: OperationQueue = {
+        let queue = OperationQueue()
+        queue.name = "Catena finish watchers"
+        return queue
+    }()
 }

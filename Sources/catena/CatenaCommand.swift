@@ -108,10 +108,16 @@ struct ConnectionOptions: ParsableArguments {
 
         if let baseURL {
             guard let url = URL(string: baseURL), let environment = ServerEnvironment(baseURL: url, headerFields: fields) else {
-                throw CommandFailure("--base-url \"\(baseURL)\" is not an absolute http or https URL")
+                throw CommandFailure("--base-url \"\(Redaction.default.redact(urlString: baseURL))\" is not an absolute http or https URL "
+                    + "(user info goes only over https or to a loopback host)")
             }
             let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction) --> transport
-            return try await body(chain, ServerDescription(url: url.absoluteString, embedded: false, transport: self.transport.name))
+            // User info became the environment's Authorization header: never print it.
+            var shown = URLComponents(url: url, resolvingAgainstBaseURL: false)
+            shown?.user = nil
+            shown?.password = nil
+            let display = shown?.url?.absoluteString ?? Redaction.default.redact(urlString: url.absoluteString)
+            return try await body(chain, ServerDescription(url: display, embedded: false, transport: self.transport.name))
         }
         let server: RunningDemoServer
         do {

@@ -267,10 +267,20 @@ struct RetryTests {
 
     @Test("cancelling while waiting to retry ends the wait at once")
     func cancelDuringBackoff() async throws {
+        // The real clock, telling when the backoff has begun: the cancel lands in it.
+        final class SignallingClock: RetryClock {
+            let waiting = Locked(false)
+            func now() -> Date { Date() }
+            func sleep(for duration: Duration) async throws {
+                waiting.withLock { $0 = true }
+                try await Task.sleep(for: duration)
+            }
+        }
+        let clock = SignallingClock()
         let chain = ApplyEnvironment(try await TestServer.environment())
-            --> Retry(RetryStrategy(baseDelay: .seconds(30), jitter: false)) --> AsyncHTTPClientTransport()
+            --> Retry(RetryStrategy(baseDelay: .seconds(30), jitter: false), clock: clock) --> AsyncHTTPClientTransport()
         let task = Task { try await chain.load(try flaky(uniqueKey(), failures: 1)) }
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await Timing.eventually { clock.waiting.withLock { $0 } }, "the retry began its backoff")
         let cancelledAt = ContinuousClock.now
         task.cancel()
         #expect(((await task.result).failure as? CatenaError)?.code == .cancelled)

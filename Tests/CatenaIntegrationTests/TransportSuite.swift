@@ -123,7 +123,7 @@ struct TransportSuite {
         var request = try APIRequest(.get, path: ["api", "drip"], query: [
             URLQueryItem(name: "chunks", value: "30"), URLQueryItem(name: "interval", value: String(Timing.stretch(0.1))),
         ])
-        request.timeout = .milliseconds(500)
+        request.timeout = Timing.stretch(.milliseconds(500))
         let start = ContinuousClock.now
         let error = await #expect(throws: CatenaError.self) { try await chain.load(request) }
         #expect(error?.code == .timedOut)

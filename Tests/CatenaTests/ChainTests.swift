@@ -170,6 +170,10 @@ struct EnvironmentTests {
         _ = try await (ApplyEnvironment(environment) --> mock).load(try APIRequest(.get, path: ["users"]))
         #expect(try mock.requests.first?.urlString() == "https://api.example.com/v1/users?api_key=k3y&lang=fr")
         #expect(mock.requests.first?.headerFields[.authorization] != nil)
+        // A password in clear text to a host that is not loopback, or user info that
+        // is not valid percent-encoding, is no environment at all.
+        #expect(ServerEnvironment(baseURL: URL(string: "http://ann:s3cret@api.example.com/")!) == nil)
+        #expect(ServerEnvironment(baseURL: URL(string: "http://ann:s3cret@127.0.0.1:8080/")!) != nil)
     }
 
     @Test("what the environment injects is redacted in error descriptions and logs")
@@ -240,6 +244,20 @@ struct LogTests {
         #expect(text.contains("Accept: application/json"))
         #expect(text.contains("← 200"))
         #expect(text.contains("2 bytes"))
+    }
+
+    @Test("a request's own redaction never hides less than the default")
+    func redactionNeverLess() async throws {
+        let logs = CapturedLogs()
+        let mock = MockTransport()
+        mock.fail(.timedOut)
+        var request = try APIRequest(.get, urlString: "https://example.com/data?access_token=t0k3n&session=s3ss",
+                                     headerFields: [.authorization: "Bearer very-secret"])
+        request[option: Redaction.self] = Redaction(headerNames: [], queryNames: ["session"])
+        let error = await #expect(throws: CatenaError.self) { try await (LogMiddleware(logger: logs.logger(level: .debug)) --> mock).load(request) }
+        for text in [error.map { "\($0)" } ?? "", logs.text, request.description] {
+            for secret in ["t0k3n", "s3ss", "very-secret"] { #expect(!text.contains(secret), "\(text)") }
+        }
     }
 
     @Test("a custom redaction also hides values in the description of an error from below, logging on or off")

@@ -75,6 +75,8 @@ struct HeaderParsingFuzzTests {
     func datesRoundTrip() {
         let seed = UInt64.random(in: 0...UInt64.max)
         var generator = SplitMix64(seed: seed)
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: .nan)) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: .infinity)) == "Fri, 31 Dec 9999 23:59:59 GMT")
         for _ in 0..<20_000 {
             let seconds = Double(Int64.random(in: -62_135_596_800...253_402_300_799, using: &generator))
             let date = Date(timeIntervalSince1970: seconds)
@@ -176,8 +178,9 @@ struct HeaderParsingFuzzTests {
     @Test("Content-Type: examples", arguments: [
         ("application/json", "application/json", nil), ("Application/JSON; Charset=\"UTF-8\"", "application/json", "utf-8"),
         ("text/plain;", "text/plain", nil), ("text/plain;;charset=latin1", "text/plain", "latin1"),
-        ("json", nil, nil), ("/json", nil, nil), ("text/", nil, nil), ("text/plain; charset", nil, nil),
-        ("text/plain; charset=\"utf-8", nil, nil), ("text/plain, application/json", nil, nil),
+        ("json", nil, nil), ("/json", nil, nil), ("text/", nil, nil), ("text/plain; charset", "text/plain", nil),
+        ("text/plain; charset=\"utf-8", "text/plain", nil), ("text/plain, application/json", "text/plain", nil),
+        ("application/json; charset = utf-8", "application/json", nil), ("text/plain; a=1; b; charset=utf-8", "text/plain", nil),
     ] as [(String, String?, String?)])
     func mediaTypeExamples(text: String, essence: String?, charset: String?) {
         let type = MediaType(text)

@@ -17,18 +17,20 @@ private struct WhoAsked: HTTPLoader {
     }
 }
 
-/// Runs `work` and reports whether it finished within `limit`; on a hang it calls
-/// `unstick` (a reset that frees waiters) so the test ends and fails.
+/// Runs `work` in a task of its own and reports whether it finished within `limit`.
+/// On a hang it calls `unstick` (a reset that frees waiters) and returns without
+/// awaiting the work, so the test fails instead of hanging.
 private func finishes(within limit: Duration, unstick: @escaping @Sendable () async -> Void,
                       _ work: @escaping @Sendable () async -> Void) async -> Bool {
-    await withTaskGroup(of: Bool.self) { group in
-        group.addTask { await work(); return true }
-        group.addTask { try? await Task.sleep(for: limit); return false }
-        let first = await group.next() ?? false
-        if !first { await unstick() }
-        group.cancelAll()
-        return first
+    let done = Catena.Locked(false)
+    _ = Task { await work(); done.withLock { $0 = true } }
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if done.withLock({ $0 }) { return true }
+        try? await Task.sleep(for: .milliseconds(10))
     }
+    await unstick()
+    return false
 }
 
 /// Each stateful loader, hammered by many tasks with random cancels and resets: every

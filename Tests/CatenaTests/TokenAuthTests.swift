@@ -80,6 +80,48 @@ struct TokenAuthTests {
         #expect(guardLoader.inFlight == 0)
     }
 
+    @Test("reset alone (no ResetGuard) ends the waiting request, and the late refresh's token is not kept")
+    func resetWithoutGuard() async throws {
+        let latch = Latch()
+        let mock = MockTransport()
+        let auth = TokenAuth(hosts: ["api.example.com"]) { _ in
+            await latch.wait()
+            return BearerToken(accessToken: "late")
+        }
+        let chain = auth --> mock
+        let call = Task { try await chain.load(try APIRequest(.get, urlString: "https://api.example.com/me")) }
+        while auth.waitingForRefresh == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        await chain.reset()
+        let ended = await finishes(within: .seconds(10)) { _ = await call.result }
+        #expect(ended, "the waiting request ended with the reset")
+        if case .failure(let error as CatenaError) = await call.result { #expect(error.code == .cancelled) } else { Issue.record("the request went on") }
+        latch.open()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(auth.currentToken == nil, "the refresh that was running at logout does not log back in")
+        #expect(mock.requests.isEmpty)
+    }
+
+    @Test("a request that began before a reset does not start a refresh after it")
+    func noRefreshAfterReset() async throws {
+        let mock = MockTransport()
+        let resetDone = Latch()
+        let auth = TokenAuth(hosts: ["api.example.com"], token: BearerToken(accessToken: "old")) { _ in BearerToken(accessToken: "relogin") }
+        // The server answers 401 only after the chain was reset meanwhile.
+        mock.enqueue { request throws(CatenaError) in
+            await resetDone.wait()
+            return APIResponse(status: .unauthorized, request: request)
+        }
+        let chain = auth --> mock
+        let call = Task { try await chain.load(try APIRequest(.get, urlString: "https://api.example.com/me")) }
+        while mock.requests.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        await chain.reset()
+        resetDone.open()
+        let result = await call.result
+        if case .failure(let error as CatenaError) = result { #expect(error.code == .cancelled) } else { Issue.record("the request went on: \(result)") }
+        #expect(auth.refreshCount == 0, "no refresh started after the reset")
+        #expect(auth.currentToken == nil)
+    }
+
     @Test("a caller that cancels while waiting for a refresh ends at once; the refresh goes on for the others")
     func cancelledWaiter() async throws {
         let latch = Latch()
@@ -129,33 +171,45 @@ struct TokenAuthTests {
     }
 
     @Test("credentials go to the configured origin only: scheme default port, named port, loopback http", arguments: [
-        // (hosts entry, request URL, token sent?)
-        ("api.example.com", "https://api.example.com/me", true),
-        ("api.example.com", "https://api.example.com:443/me", true),
-        ("api.example.com", "https://api.example.com:8443/me", false),
-        ("API.Example.com", "https://api.EXAMPLE.com/me", true),
-        ("api.example.com", "https://evil.example.com/me", false),
-        ("api.example.com:8443", "https://api.example.com:8443/me", true),
-        ("api.example.com:8443", "https://api.example.com/me", false),
-        ("127.0.0.1:8080", "http://127.0.0.1:8080/me", true),
-        ("127.0.0.1:8080", "http://127.0.0.1:9090/me", false),
-        ("127.0.0.1", "http://127.0.0.1/me", true),
-        ("localhost:8080", "http://localhost:8080/me", true),
-        ("[::1]:8080", "http://[::1]:8080/me", true),
-        ("::1", "http://[::1]/me", true),
-        ("api.example.com:0", "https://api.example.com/me", false),
-        ("api.example.com:http", "https://api.example.com/me", false),
-        (":443", "https://api.example.com/me", false),
+        // (hosts entry, request URL, outcome): sent, passed on without them, or refused
+        ("api.example.com", "https://api.example.com/me", "sent"),
+        ("api.example.com", "https://api.example.com:443/me", "sent"),
+        ("api.example.com", "https://api.example.com:8443/me", "refused"),
+        ("API.Example.com", "https://api.EXAMPLE.com/me", "sent"),
+        ("api.example.com", "https://evil.example.com/me", "passed"),
+        ("api.example.com:8443", "https://api.example.com:8443/me", "sent"),
+        ("api.example.com:8443", "https://api.example.com/me", "refused"),
+        ("127.0.0.1:8080", "http://127.0.0.1:8080/me", "sent"),
+        ("127.0.0.1:8080", "http://127.0.0.1:9090/me", "refused"),
+        ("127.0.0.1", "http://127.0.0.1/me", "sent"),
+        ("localhost:8080", "http://localhost:8080/me", "sent"),
+        ("[::1]:8080", "http://[::1]:8080/me", "sent"),
+        ("::1", "http://[::1]/me", "sent"),
+        ("api.example.com:0", "https://api.example.com/me", "passed"),
+        ("api.example.com:http", "https://api.example.com/me", "passed"),
+        (":443", "https://api.example.com/me", "passed"),
     ])
-    func origins(entry: String, url: String, sent: Bool) async throws {
+    func origins(entry: String, url: String, outcome: String) async throws {
         let mock = MockTransport()
         mock.respond()
         mock.respond()
         let token = TokenAuth(hosts: [entry], token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
         let basic = BasicAuth(hosts: [entry], credentials: BasicCredentials(user: "u", password: "p")) --> mock
-        _ = try await token.load(try APIRequest(.get, urlString: url))
-        _ = try await basic.load(try APIRequest(.get, urlString: url))
-        #expect(mock.requests.map { $0.headerFields[.authorization] != nil } == [sent, sent])
+        for chain in [token, basic] as [any HTTPLoader] {
+            do {
+                _ = try await chain.load(try APIRequest(.get, urlString: url))
+                #expect(outcome != "refused")
+            } catch {
+                #expect(outcome == "refused", "\(error)")
+                #expect(error.detail?.contains("on port") == true)
+            }
+        }
+        let sent = mock.requests.map { $0.headerFields[.authorization] != nil }
+        switch outcome {
+        case "sent": #expect(sent == [true, true])
+        case "passed": #expect(sent == [false, false])
+        default: #expect(sent.isEmpty)
+        }
     }
 
     @Test("credentials never go over plain http to a host that is not loopback, unless allowed")
@@ -192,7 +246,8 @@ struct TokenAuthTests {
             let url = "\(scheme)://\(bracket(host))\(port.map { ":\($0)" } ?? "")/x"
 
             let defaultPort = scheme == "https" ? 443 : 80
-            let matches = host == entryHost && (port ?? defaultPort) == (entryPort ?? defaultPort)
+            let sameHost = host == entryHost
+            let matches = sameHost && (port ?? defaultPort) == (entryPort ?? defaultPort)
             let loopback = ["127.0.0.1", "localhost", "::1"].contains(host)
             let mock = MockTransport()
             mock.respond()
@@ -203,7 +258,7 @@ struct TokenAuthTests {
             case .success:
                 #expect((mock.requests.first?.headerFields[.authorization] != nil) == matches, "\(entry) \(url)")
             case .failure(let error):
-                #expect(matches && scheme == "http" && !loopback, "\(entry) \(url): \(error)")
+                #expect((sameHost && !matches) || (matches && scheme == "http" && !loopback), "\(entry) \(url): \(error)")
                 #expect(mock.requests.isEmpty)
             }
         }

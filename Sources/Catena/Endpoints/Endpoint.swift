@@ -128,16 +128,19 @@ extension DataEndpoint {
 
 /// An endpoint whose content is the body as text, in the charset its `Content-Type`
 /// names (UTF-8 when it names none; also UTF-16, US-ASCII, ISO-8859-1 and
-/// windows-1252). A charset Catena does not know, or bytes that are not text in it,
-/// fail with ``CatenaError/Code/decodingFailed`` naming the charset.
+/// windows-1252). A body in a charset Catena does not know is read as UTF-8 when it is
+/// valid UTF-8 (plain ASCII is, in every such charset); otherwise, and for bytes that
+/// are not text in the named charset, it fails with ``CatenaError/Code/decodingFailed``
+/// naming the charset.
 public protocol StringEndpoint: Endpoint where Content == String {}
 
 extension StringEndpoint {
     public func content(from response: APIResponse, context: EndpointContext) throws -> String {
         let charset = response.headerFields[.contentType].flatMap(MediaType.init)?.charset ?? "utf-8"
         guard let encoding = MediaType.encoding(forCharset: charset) else {
+            if let text = String(data: response.body, encoding: .utf8) { return text }
             throw CatenaError(.decodingFailed, request: response.request, response: response,
-                              detail: "the body's charset \"\(charset.prefix(64))\" is not one Catena decodes")
+                              detail: "the body's charset \"\(charset.prefix(64))\" is not one Catena decodes, and the body is not UTF-8")
         }
         guard let text = String(data: response.body, encoding: encoding) else {
             throw CatenaError(.decodingFailed, request: response.request, response: response, detail: "the body is not \(charset) text")

@@ -236,7 +236,7 @@ extension APIRequest: CustomStringConvertible {
     /// "GET https://host/path?query", with the values of the query items its
     /// ``Redaction`` option names hidden.
     public var description: String {
-        "\(method.rawValue) \(assembleURL(redacting: self[option: Redaction.self]))"
+        "\(method.rawValue) \(assembleURL(redacting: Redaction.effective(for: self)))"
     }
 }
 

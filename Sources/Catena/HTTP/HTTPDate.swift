@@ -23,10 +23,12 @@ enum HTTPDate {
     }
 
     /// `date` as an IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT". Dates outside years
-    /// 1...9999 are clamped to them.
+    /// 1...9999 are clamped to them (NaN reads as 1970).
     static func format(_ date: Date) -> String {
         let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
-        let seconds = Int64(min(max(date.timeIntervalSince1970.rounded(.down), -62_135_596_800), limit))
+        let raw = date.timeIntervalSince1970
+        let clamped = raw.isNaN ? 0 : min(max(raw.rounded(.down), -62_135_596_800), limit)
+        let seconds = Int64(clamped)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = Int(seconds - days * 86_400)
         let (year, month, day) = civil(fromDays: days)

@@ -4,8 +4,9 @@ import Foundation
 /// a server's bytes without trusting them.
 ///
 /// Type, subtype and parameter names compare without case; a parameter value may be
-/// quoted (`charset="utf-8"`, with `\` escapes). Anything else (no slash, an empty
-/// part, an unclosed quote, over 1 KiB) is not a media type.
+/// quoted (`charset="utf-8"`, with `\` escapes). Without a slash or with an empty
+/// type or subtype (or over 1 KiB) it is not a media type; a malformed parameter
+/// ends the parameters (those before it are kept), as browsers do.
 struct MediaType: Sendable, Equatable {
     /// `type/subtype`, lowercased.
     let essence: String
@@ -36,14 +37,14 @@ struct MediaType: Sendable, Equatable {
         guard !subtype.isEmpty else { return nil }
         var parameters: [String: String] = [:]
         skipSpace()
-        while index < scalars.count {
-            guard scalars[index] == ";" else { return nil }
+        parameters: while index < scalars.count {
+            guard scalars[index] == ";" else { break }
             index += 1
             skipSpace()
             if index == scalars.count { break }            // a trailing ";"
             if scalars[index] == ";" { continue }          // an empty parameter
             let name = token().lowercased()
-            guard !name.isEmpty, index < scalars.count, scalars[index] == "=" else { return nil }
+            guard !name.isEmpty, index < scalars.count, scalars[index] == "=" else { break }
             index += 1
             var value = String.UnicodeScalarView()
             if index < scalars.count, scalars[index] == "\"" {
@@ -61,10 +62,10 @@ struct MediaType: Sendable, Equatable {
                         value.append(scalar)
                     }
                 }
-                guard closed else { return nil }
+                guard closed else { break parameters }
             } else {
                 let plain = token()
-                guard !plain.isEmpty else { return nil }
+                guard !plain.isEmpty else { break }
                 value.append(contentsOf: plain.unicodeScalars)
             }
             if parameters[name] == nil { parameters[name] = String(value) }

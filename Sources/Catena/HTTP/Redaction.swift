@@ -59,6 +59,13 @@ public struct Redaction: Sendable, Equatable, RequestOption {
         headerNames.isSuperset(of: other.headerNames) && queryNames.isSuperset(of: other.queryNames)
     }
 
+    /// What `request`'s description and logs hide: its ``Redaction`` option, which
+    /// never hides less than ``default`` whatever it was set to.
+    static func effective(for request: APIRequest) -> Redaction {
+        let option = request[option: Redaction.self]
+        return option.covers(.default) ? option : option.union(.default)
+    }
+
     /// `request` with `self` added to the redaction it carries (unchanged when it
     /// already hides all of it).
     func added(to request: inout APIRequest) {
@@ -81,7 +88,7 @@ public struct Redaction: Sendable, Equatable, RequestOption {
 
     /// Redacts user information and secret query values in URL text that could not be
     /// parsed into a request.
-    func redact(urlString: String) -> String {
+    package func redact(urlString: String) -> String {
         var text = Substring(urlString)
         var result = ""
         if let schemeEnd = text.range(of: "://") {

@@ -13,8 +13,10 @@ extension CatenaError.Code {
 /// never reach another port of the same machine. Over plain http they go only to a
 /// loopback host (`localhost`, `127.x.x.x`, `::1`), where the traffic never leaves the
 /// machine, unless `allowsHTTP` says otherwise; to any other host the loader refuses
-/// the request rather than sending a secret in clear text. An entry that cannot be
-/// read (a port that is not a number in 1...65535) matches nothing.
+/// the request rather than sending a secret in clear text. A request to a configured
+/// host on a port no entry names is refused too, with an error that says which port
+/// to add. An entry that cannot be read (a port that is not a number in 1...65535)
+/// matches nothing.
 struct CredentialScope: Sendable {
     private struct Origin: Hashable {
         var host: String
@@ -61,8 +63,15 @@ struct CredentialScope: Sendable {
         let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
         guard let defaultPort else { return .pass }
         let port = request.port ?? defaultPort
-        let matches = origins.contains { $0.host == host && ($0.port ?? defaultPort) == port }
-        guard matches else { return .pass }
+        let sameHost = origins.filter { $0.host == host }
+        guard !sameHost.isEmpty else { return .pass }
+        guard sameHost.contains(where: { ($0.port ?? defaultPort) == port }) else {
+            // Most likely a configuration that predates ports: say so rather than send
+            // the request without credentials and leave a bare 401 to puzzle over.
+            let configured = sameHost.map { String($0.port ?? defaultPort) }.sorted().joined(separator: ", ")
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "\(loader) holds credentials for \(host) on port \(configured), not \(port): name \"\(host):\(port)\" in its hosts to send them there")
+        }
         if scheme == "http", !allowsHTTP, !Self.isLoopback(host) {
             throw CatenaError(.invalidRequest, request: request,
                               detail: "\(loader) will not send credentials to \(host) over plain http: use https, or allowHTTP: true")
@@ -104,8 +113,9 @@ public struct BasicCredentials: Sendable, RequestOption {
 ///
 /// `hosts` entries are `"host"` or `"host:port"`; a bare host means the scheme's
 /// default port. Credentials go over https, or over plain http to a loopback host;
-/// a request to a configured host over http elsewhere fails with
-/// ``CatenaError/Code/invalidRequest`` unless `allowHTTP` is true.
+/// a request to a configured host over http elsewhere, or on a port no entry names,
+/// fails with ``CatenaError/Code/invalidRequest`` (unless `allowHTTP` is true, for
+/// the first).
 public struct BasicAuth: HTTPMiddleware {
     /// The origins (lowercased `"host"` or `"host:port"`) that may receive the credentials.
     public let hosts: Set<String>
@@ -170,8 +180,8 @@ public struct BearerToken: Sendable, Hashable {
 /// - Requests to other origins never see the token. `hosts` entries are `"host"` or
 ///   `"host:port"`; a bare host means the scheme's default port. The token goes over
 ///   https, or over plain http to a loopback host; a request to a configured host
-///   over http elsewhere fails with ``CatenaError/Code/invalidRequest`` unless
-///   `allowHTTP` is true.
+///   over http elsewhere (unless `allowHTTP` is true), or on a port no entry names,
+///   fails with ``CatenaError/Code/invalidRequest``.
 /// - ``reset()`` forgets the token, cancels a refresh in flight, and at once ends the
 ///   requests waiting for it with ``CatenaError/Code/cancelled``: a logout never waits
 ///   for a slow refresh.
@@ -209,7 +219,8 @@ public struct TokenAuth: HTTPMiddleware {
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         guard case .send = try scope.decide(request, loader: "TokenAuth") else { return try await next.load(request) }
-        let token = try await obtain(request) { try await store.validToken() }
+        let epoch = store.epoch
+        let token = try await obtain(request) { try await store.validToken(since: epoch) }
         var authorized = request
         authorized.headerFields[.authorization] = "Bearer \(token.accessToken)"
         do {
@@ -218,7 +229,7 @@ public struct TokenAuth: HTTPMiddleware {
         } catch where error.response?.status == .unauthorized {
             // A validating loader below turned the 401 into an error: refresh all the same.
         }
-        let fresh = try await obtain(request) { try await store.refreshed(replacing: token) }
+        let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch) }
         authorized.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
         return try await next.load(authorized)
     }
@@ -257,6 +268,9 @@ final class TokenStore: Sendable {
         var waiters: [UInt64: Waiter] = [:]
         var nextWaiter: UInt64 = 0
         var refreshes = 0
+        /// How many resets there were: a request that began before one never starts
+        /// a refresh after it (that would log the user back in).
+        var resets: UInt64 = 0
     }
 
     private let state: Locked<State>
@@ -265,7 +279,9 @@ final class TokenStore: Sendable {
     private let refresh: @Sendable (BearerToken?) async throws -> BearerToken
 
     init(token: BearerToken?, leeway: Duration, clock: any RetryClock, refresh: @escaping @Sendable (BearerToken?) async throws -> BearerToken) {
-        self.state = Locked(State(token: token, obtainedAt: clock.now()))
+        // A token kept from an earlier session: its lifetime is unknown, so the full
+        // leeway applies.
+        self.state = Locked(State(token: token, obtainedAt: .distantPast))
         self.leeway = leeway
         self.clock = clock
         self.refresh = refresh
@@ -274,6 +290,8 @@ final class TokenStore: Sendable {
     var refreshCount: Int { state.withLock { $0.refreshes } }
     var current: BearerToken? { state.withLock { $0.token } }
     var waiting: Int { state.withLock { $0.waiters.count } }
+    /// The reset count a request starts under; hand it back to ``validToken(since:)``.
+    var epoch: UInt64 { state.withLock { $0.resets } }
 
     /// Whether `token`, obtained at `obtainedAt`, is still good to send. The leeway
     /// is at most half the token's lifetime: a server that hands out tokens shorter
@@ -285,18 +303,20 @@ final class TokenStore: Sendable {
         return expiresAt.timeIntervalSince(clock.now()) > margin
     }
 
-    /// The current token if it is still fresh, else a refreshed one.
-    func validToken() async throws -> BearerToken {
-        let (token, obtainedAt) = state.withLock { ($0.token, $0.obtainedAt) }
+    /// The current token if it is still fresh, else a refreshed one. Throws
+    /// `CancellationError` when the store was reset since `epoch`.
+    func validToken(since epoch: UInt64) async throws -> BearerToken {
+        let (token, obtainedAt, resets) = state.withLock { ($0.token, $0.obtainedAt, $0.resets) }
+        guard resets == epoch else { throw CancellationError() }
         if let token, isFresh(token, obtainedAt: obtainedAt) { return token }
-        return try await refreshed(replacing: token)
+        return try await refreshed(replacing: token, since: epoch)
     }
 
     /// A token other than `stale`: the current one if someone already refreshed it,
     /// the result of the refresh in flight, or of a new refresh. Throws
     /// `CancellationError` at once when the calling task is cancelled or the store is
-    /// reset while it waits.
-    func refreshed(replacing stale: BearerToken?) async throws -> BearerToken {
+    /// reset while it waits, or was reset since `epoch`.
+    func refreshed(replacing stale: BearerToken?, since epoch: UInt64) async throws -> BearerToken {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter &+= 1
             return state.nextWaiter
@@ -307,7 +327,7 @@ final class TokenStore: Sendable {
                 let now = state.withLock { state -> Now in
                     // Checked under the lock: a cancel either happened before (seen
                     // here) or its handler runs after and finds the waiter.
-                    if Task.isCancelled { return .cancelled }
+                    if Task.isCancelled || state.resets != epoch { return .cancelled }
                     if let current = state.token, current != stale, isFresh(current, obtainedAt: state.obtainedAt) {
                         return .token(current)
                     }
@@ -359,6 +379,7 @@ final class TokenStore: Sendable {
         let (task, waiters) = state.withLock { state -> (Task<Void, Never>?, [Waiter]) in
             state.token = nil
             state.generation &+= 1
+            state.resets &+= 1
             defer { state.refresh = nil; state.waiters = [:] }
             return (state.refresh, Array(state.waiters.values))
         }

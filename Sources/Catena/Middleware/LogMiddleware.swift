@@ -38,7 +38,7 @@ public struct LogMiddleware: HTTPMiddleware {
         if !isDefaultRedaction { redaction.added(to: &request) }
         guard logger.logLevel <= level else { return try await next.load(request) }
         // The request's redaction includes what ApplyEnvironment injected above us.
-        let redaction = isDefaultRedaction ? request[option: Redaction.self] : request[option: Redaction.self].union(redaction)
+        let redaction = isDefaultRedaction ? Redaction.effective(for: request) : Redaction.effective(for: request).union(redaction)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
         var metadata: Logger.Metadata = [:]
         if logsHeaders && !request.headerFields.isEmpty {

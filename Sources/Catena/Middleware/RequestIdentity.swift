@@ -37,11 +37,11 @@ extension APIRequest {
     /// environment injected.
     private var credentialFields: [String] {
         guard !headerFields.isEmpty else { return [] }
-        let redaction = self[option: Redaction.self]
+        let redaction = Redaction.effective(for: self)
         let bound = self[option: OriginBoundHeaders.self]
         return headerFields.compactMap { field in
             let speaks = field.name == .authorization || field.name == .proxyAuthorization || field.name == .cookie
-                || redaction.isSecretHeader(field.name) || Redaction.default.isSecretHeader(field.name) || bound.contains(field.name)
+                || redaction.isSecretHeader(field.name) || bound.contains(field.name)
             return speaks ? field.name.canonicalName + ": " + field.value : nil
         }
     }

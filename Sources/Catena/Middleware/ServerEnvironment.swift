@@ -46,14 +46,22 @@ public struct ServerEnvironment: Sendable, RequestOption {
     /// `queryItems` (those given by name win), and user information
     /// (`https://user:password@host/`) becomes an `Authorization: Basic` header, as curl
     /// does, unless `headerFields` sets `Authorization`. Returns nil when the URL has
-    /// no host or its scheme is not http or https.
+    /// no host, its scheme is not http or https, its user info is not valid
+    /// percent-encoding, or it carries user info over plain http to a host that is not
+    /// loopback (a password in clear text).
     public init?(baseURL: URL, headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = []) {
         let parsed = APIRequest(url: baseURL)
         guard let host = parsed.host, let scheme = parsed.scheme, scheme == "http" || scheme == "https" else { return nil }
         var headerFields = headerFields
         let components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)
-        if headerFields[.authorization] == nil, let user = components?.user {
-            headerFields[.authorization] = BasicCredentials(user: user, password: components?.password ?? "").headerValue
+        if let encodedUser = components?.percentEncodedUser {
+            guard let user = components?.user, components?.percentEncodedPassword == nil || components?.password != nil,
+                  !encodedUser.isEmpty || components?.percentEncodedPassword != nil,
+                  scheme == "https" || CredentialScope.isLoopback(host.lowercased())
+            else { return nil }
+            if headerFields[.authorization] == nil {
+                headerFields[.authorization] = BasicCredentials(user: user, password: components?.password ?? "").headerValue
+            }
         }
         let given = Set(queryItems.map(\.name))
         let fromURL = parsed.queryItems.filter { !given.contains($0.name) }

@@ -33,8 +33,10 @@ package struct PthreadLock: @unchecked Sendable {
 }
 
 /// A value behind a ``PthreadLock``, with `Mutex`'s `withLock` shape.
-package final class Locked<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched with `lock` held.
+package final class Locked<Value: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable: `value` is only touched with `lock` held, and is Sendable
+    // itself, so what `withLock` hands out may cross threads (what Mutex checks with
+    // `sending`).
     private let lock = PthreadLock()
     private var value: Value
 

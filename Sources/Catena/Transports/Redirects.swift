@@ -119,7 +119,7 @@ public enum Redirects {
         }
         if !request.hasSameOrigin(as: next) {
             let bound = request[option: OriginBoundHeaders.self]
-            let redaction = request[option: Redaction.self].union(.default)
+            let redaction = Redaction.effective(for: request)
             next.headerFields = HTTPFields(next.headerFields.filter { field in
                 !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization)
             })

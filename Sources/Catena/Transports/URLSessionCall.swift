@@ -92,7 +92,10 @@ final class URLSessionCall: Sendable {
 
     private enum Phase { case running, redirecting, completed }
 
-    private struct State {
+    // @unchecked Sendable: the task, timer, response and writer are reached only with
+    // the lock held, or, once taken out of it, through thread-safe entry points (`cancel()`,
+    // `resume()`) or on the session's serial delegate queue (the writer's writes).
+    private struct State: @unchecked Sendable {
         var continuation: CheckedContinuation<Outcome, any Error>?
         var started = false
         /// Why the call was stopped before it started.

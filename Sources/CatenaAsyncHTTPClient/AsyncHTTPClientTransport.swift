@@ -133,18 +133,34 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
-            let start = ContinuousClock.now
-            var attempt = 1
-            while true {
-                do throws(CatenaError) {
-                    return try await send(hop, timeout: left - (ContinuousClock.now - start))
-                } catch where attempt < Self.attemptsBeforeAnyHead && Self.mayResend(hop, after: error) {
-                    // Failed before any response head, most likely on a reused connection
-                    // that an earlier response left broken (each such connection closes on
-                    // its failure): again, in the time left.
-                    guard left - (ContinuousClock.now - start) > .zero else { throw error }
-                    attempt += 1
-                }
+            try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in try await send(hop, timeout: left) }
+        }
+    }
+
+    /// Streams the body as AsyncHTTPClient reads it (see ``StreamedResponse``), with
+    /// its backpressure: a full reader's window stops the reads from the socket. The
+    /// request's timeout covers the time to the head, ``StreamIdleTimeout`` the
+    /// silences after it.
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
+            try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in try await sendStreaming(hop, timeout: left) }
+        }
+    }
+
+    /// Runs `attempt` with the time left, again when it fails before any response head
+    /// (most likely on a reused connection that an earlier response left broken; each
+    /// such connection closes on its failure), up to ``attemptsBeforeAnyHead`` times.
+    private static func resendingBeforeHead<Answer>(
+        _ request: APIRequest, within left: Duration, _ attempt: (Duration) async throws(CatenaError) -> Answer
+    ) async throws(CatenaError) -> Answer {
+        let start = ContinuousClock.now
+        var attempts = 1
+        while true {
+            do throws(CatenaError) {
+                return try await attempt(left - (ContinuousClock.now - start))
+            } catch where attempts < attemptsBeforeAnyHead && mayResend(request, after: error) {
+                guard left - (ContinuousClock.now - start) > .zero else { throw error }
+                attempts += 1
             }
         }
     }
@@ -167,8 +183,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         var description: String { String(describing: error) }
     }
 
-    /// One exchange, no redirects followed.
-    private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+    /// The request as AsyncHTTPClient takes it, its body opened afresh.
+    private func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: try request.urlString())
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers.reserveCapacity(request.headerFields.count + 1)
@@ -193,6 +209,74 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 outgoing.body = .bytes(data)
             }
         }
+        return outgoing
+    }
+
+    /// One exchange, no redirects followed, its body read as it arrives.
+    private func sendStreaming(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
+        let outgoing = try await outgoing(request)
+        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        let response: HTTPClientResponse
+        do {
+            do {
+                // AsyncHTTPClient's deadline ends with the head: exactly the head timeout.
+                response = try await client.execute(outgoing, deadline: NIODeadline.now() + TimeAmount(timeout))
+            } catch let error where Self.isConnectionFailure(error) {
+                throw PreHeadFailure(error: error)
+            }
+            try Self.checkHead(response, request: request)
+        } catch {
+            throw Self.map(error, request: request, timeout: timeout, limit: .max)
+        }
+        let producer = Locked<Task<Void, Never>?>(nil)
+        let channel = BodyChannel(request: request, window: request[option: StreamWindow.self],
+                                  idle: request[option: StreamIdleTimeout.self]) {
+            producer.withLock { $0 }?.cancel()
+        }
+        let body = response.body
+        // Reads as long as the reader has room: `send` waits while the window is full,
+        // and AsyncHTTPClient then stops reading from the socket.
+        let task = Task {
+            do {
+                for try await chunk in body {
+                    guard await channel.send(Data(buffer: chunk, byteTransferStrategy: .noCopy)) else { return }
+                }
+                channel.finish()
+            } catch {
+                channel.finish(Self.map(error, request: request, timeout: timeout, limit: .max))
+            }
+        }
+        producer.withLock { $0 = task }
+        if channel.hasEnded { task.cancel() }
+        return StreamedResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+                                headerFields: Self.fields(of: response), body: ResponseBody(channel: channel), request: request)
+    }
+
+    /// A status that is no HTTP status, or two Content-Lengths that disagree, is no
+    /// usable response.
+    private static func checkHead(_ response: HTTPClientResponse, request: APIRequest) throws(CatenaError) {
+        guard (100...999).contains(Int(response.status.code)) else {
+            throw CatenaError(.invalidResponse, request: request, detail: "the status code \(response.status.code) is not a valid HTTP status")
+        }
+        if let declared = response.headers["Content-Length"] as [String]?, Set(declared).count > 1 {
+            throw CatenaError(.invalidResponse, request: request,
+                              detail: "the response has \(declared.count) different Content-Length fields")
+        }
+    }
+
+    private static func fields(of response: HTTPClientResponse) -> HTTPFields {
+        var fields = HTTPFields()
+        fields.reserveCapacity(response.headers.count)
+        for (name, value) in response.headers {
+            guard let name = HTTPField.Name(name) else { continue }
+            fields.append(HTTPField(name: name, value: value))
+        }
+        return fields
+    }
+
+    /// One exchange, no redirects followed.
+    private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+        let outgoing = try await outgoing(request)
         let limit = request[option: MaximumResponseSize.self]
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let deadline = NIODeadline.now() + TimeAmount(timeout)
@@ -203,13 +287,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }
-            guard (100...999).contains(Int(response.status.code)) else {
-                throw CatenaError(.invalidResponse, request: request, detail: "the status code \(response.status.code) is not a valid HTTP status")
-            }
-            if let declared = response.headers["Content-Length"] as [String]?, Set(declared).count > 1 {
-                throw CatenaError(.invalidResponse, request: request,
-                                  detail: "the response has \(declared.count) different Content-Length fields")
-            }
+            try Self.checkHead(response, request: request)
             let body = response.body
             let buffer: ByteBuffer
             if let destination = request[option: DownloadDestination.self], (200..<300).contains(response.status.code) {
@@ -225,15 +303,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } else {
                 buffer = try await withinDeadline(deadline) { try await body.collect(upTo: limit) }
             }
-            var fields = HTTPFields()
-            fields.reserveCapacity(response.headers.count)
-            for (name, value) in response.headers {
-                guard let name = HTTPField.Name(name) else { continue }
-                fields.append(HTTPField(name: name, value: value))
-            }
             return APIResponse(
                 status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-                headerFields: fields,
+                headerFields: Self.fields(of: response),
                 body: Data(buffer: buffer, byteTransferStrategy: .automatic),
                 request: request)
         } catch {

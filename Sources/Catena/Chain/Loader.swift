@@ -10,6 +10,11 @@ public protocol HTTPLoader: Sendable {
     /// loader or endpoint that knows which statuses are acceptable.
     func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse
 
+    /// Loads `request` and returns as soon as the response head has arrived; the body
+    /// is read as it comes (see ``StreamedResponse``). The default loads the whole
+    /// response and hands it over as one chunk; the transports stream.
+    func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse
+
     /// Drops the loader's state (tokens, queues, caches) and passes the reset on down
     /// the chain. The default does nothing.
     func reset() async
@@ -17,6 +22,10 @@ public protocol HTTPLoader: Sendable {
 
 extension HTTPLoader {
     public func reset() async {}
+
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        StreamedResponse(complete: try await load(request))
+    }
 
     /// Loads `request` and captures the outcome, for code that hands it on.
     func result(for request: APIRequest) async -> Result<APIResponse, CatenaError> {
@@ -41,6 +50,15 @@ extension HTTPLoader {
 public protocol HTTPMiddleware: Sendable {
     /// Handles `request`, usually by calling `next.load` once.
     func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse
+
+    /// Handles a streamed request. The default runs ``load(_:next:)`` on response
+    /// heads: `next.load` returns the head of a stream (status and headers, an empty
+    /// body), so a middleware written for whole responses works on streams unchanged
+    /// (auth refreshes on a 401 head, retry retries until a head is accepted); the
+    /// body of the head it returns reaches the caller as it arrives, and the bodies of
+    /// heads it discarded are cancelled. A middleware that reads or keeps bodies
+    /// (a cache, de-duplication) implements this itself.
+    func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse
 
     /// Drops the middleware's own state. The default does nothing.
     func reset() async
@@ -78,6 +96,10 @@ public struct LoaderChain<Middleware: HTTPMiddleware, Next: HTTPLoader>: HTTPLoa
         try await middleware.load(request, next: next)
     }
 
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        try await middleware.stream(request, next: next)
+    }
+
     /// Resets the middleware, then the rest of the chain, top to bottom.
     public func reset() async {
         await middleware.reset(next: next)
@@ -95,6 +117,10 @@ public struct AnyHTTPLoader: HTTPLoader {
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await base.load(request)
+    }
+
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        try await base.stream(request)
     }
 
     public func reset() async {

@@ -46,6 +46,17 @@ public struct Composite: HTTPLoader {
         return try await loader.load(request)
     }
 
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        if let name = request[option: CompositeRoute.self] {
+            guard let route = routes.first(where: { $0.name == name }) else {
+                throw CatenaError(.invalidRequest, request: request, detail: "no composite route named \"\(name)\" (routes: \(routes.map(\.name).joined(separator: ", ")))")
+            }
+            return try await route.loader.stream(request)
+        }
+        let loader = routes.first { $0.matches(request) }?.loader ?? fallback
+        return try await loader.stream(request)
+    }
+
     /// Resets every sub-chain and the fallback, concurrently.
     public func reset() async {
         await withTaskGroup(of: Void.self) { group in

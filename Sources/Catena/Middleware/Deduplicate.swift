@@ -31,6 +31,12 @@ public struct Deduplicate: HTTPMiddleware {
         return try await table.join(key: key, request: request) { await next.result(for: request) }.get()
     }
 
+    /// Streams are never shared: each has one reader. They pass through.
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        try requireAbsolute(request, loader: "Deduplicate")
+        return try await next.stream(request)
+    }
+
     /// How many shared calls are in flight.
     public var sharedCalls: Int { table.count }
 

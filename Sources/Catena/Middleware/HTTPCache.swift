@@ -116,6 +116,19 @@ public struct HTTPCache: HTTPMiddleware {
         return refreshed.response(to: request, at: now())
     }
 
+    /// Streams pass through, neither answered from the cache nor stored (a body read
+    /// as it comes is not kept); a successful unsafe request still drops the entries
+    /// for its URL.
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        try requireAbsolute(request, loader: "HTTPCache")
+        let streamed = try await next.stream(request)
+        if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(streamed.status.code),
+           let address = try? request.urlString() {
+            store.removeAll(forAddress: address)
+        }
+        return streamed
+    }
+
     /// Stores `response` unless HTTP forbids it. `sent` is the request as the loaders
     /// below sent it: placed above an auth loader, the cache sees no credentials in
     /// `request`, but the answer was still for one identity and stays private.

@@ -63,6 +63,42 @@ public struct LogMiddleware: HTTPMiddleware {
     }
 }
 
+extension LogMiddleware {
+    /// Logs a stream's head when it arrives, and its size and duration when its body
+    /// ends (or how it failed).
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        var request = request
+        if !isDefaultRedaction { redaction.added(to: &request) }
+        guard logger.logLevel <= level else { return try await next.stream(request) }
+        let redaction = isDefaultRedaction ? Redaction.effective(for: request) : Redaction.effective(for: request).union(redaction)
+        let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
+        logger.log(level: level, "→ \(target) (stream)")
+        let start = ContinuousClock.now
+        let streamed: StreamedResponse
+        do {
+            streamed = try await next.stream(request)
+        } catch {
+            logger.log(level: level.oneHigher, "✗ \(target): \(error.code)\(error.detail.map { ": \($0)" } ?? "") (\((ContinuousClock.now - start).formattedMilliseconds))")
+            throw error
+        }
+        var metadata: Logger.Metadata = [:]
+        if logsHeaders && !streamed.headerFields.isEmpty {
+            metadata["headers"] = "\(redaction.describe(streamed.headerFields))"
+        }
+        logger.log(level: level, "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))", metadata: metadata)
+        let logger = logger, level = level
+        streamed.body.whenEnded { bytes, error in
+            let elapsed = (ContinuousClock.now - start).formattedMilliseconds
+            if let error {
+                logger.log(level: level.oneHigher, "✗ \(target): body ended after \(bytes) bytes: \(error.code)\(error.detail.map { ": \($0)" } ?? "") (\(elapsed))")
+            } else {
+                logger.log(level: level, "✓ \(target): body complete, \(bytes) bytes (\(elapsed))")
+            }
+        }
+        return streamed
+    }
+}
+
 extension Logger.Level {
     var oneHigher: Logger.Level {
         switch self {

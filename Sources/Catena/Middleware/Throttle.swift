@@ -28,6 +28,23 @@ public struct Throttle: HTTPMiddleware {
         return try await next.load(request)
     }
 
+    /// A stream holds its slot until its body ends: read to the end, failed,
+    /// cancelled or dropped.
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        if request[option: BypassThrottle.self] { return try await next.stream(request) }
+        guard await gate.enter() else { throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting in the throttle's queue") }
+        let streamed: StreamedResponse
+        do {
+            streamed = try await next.stream(request)
+        } catch {
+            gate.leave()
+            throw error
+        }
+        let gate = gate
+        streamed.body.whenEnded { _, _ in gate.leave() }
+        return streamed
+    }
+
     /// Fails every waiting request; those in flight finish (the reset reaches them
     /// through the loaders further down).
     public func reset() async {

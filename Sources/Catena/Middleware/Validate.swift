@@ -43,7 +43,9 @@ public struct Validate: HTTPMiddleware {
         guard acceptance.statuses.contains(response.status.code) else {
             throw CatenaError(.unacceptableStatus, request: request, response: response)
         }
-        if let types = acceptance.contentTypes, !response.body.isEmpty {
+        // A stream's head has an empty body and a content type all the same.
+        let isStreamHead = response.request[option: StreamHeadID.self] != nil && response.headerFields[.contentType] != nil
+        if let types = acceptance.contentTypes, !response.body.isEmpty || isStreamHead {
             let mediaType = response.headerFields[.contentType].flatMap(MediaType.init)?.essence
             guard let mediaType, types.contains(mediaType) else {
                 throw CatenaError(.invalidResponse, request: request, response: response,

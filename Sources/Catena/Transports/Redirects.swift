@@ -57,6 +57,17 @@ public enum Redirects {
         _ request: APIRequest, defaultTimeout: Duration,
         send: (APIRequest, Duration) async throws(CatenaError) -> APIResponse
     ) async throws(CatenaError) -> APIResponse {
+        try await follow(request, defaultTimeout: defaultTimeout, head: { $0 }, discard: { _ in }, send: send)
+    }
+
+    /// ``follow(_:defaultTimeout:send:)`` for answers of any kind, such as streams:
+    /// `head` gives an answer's status and header fields, `discard` lets go of a
+    /// redirect's answer once it is followed.
+    public static func follow<Answer>(
+        _ request: APIRequest, defaultTimeout: Duration,
+        head: (Answer) -> APIResponse, discard: (Answer) -> Void,
+        send: (APIRequest, Duration) async throws(CatenaError) -> Answer
+    ) async throws(CatenaError) -> Answer {
         let timeout = request.timeout ?? defaultTimeout
         let policy = request[option: RedirectPolicy.self]
         let limit: Int
@@ -73,9 +84,18 @@ public enum Redirects {
             guard left > .zero else {
                 throw CatenaError(.timedOut, request: hop, detail: "no complete answer within \(timeout) (after \(followed) redirects)")
             }
-            let response = try await send(hop, left)
-            guard let next = try nextRequest(after: response, from: hop) else { return response }
-            if case .sameOrigin = policy, !hop.hasSameOrigin(as: next) { return response }
+            let answer = try await send(hop, left)
+            let response = head(answer)
+            let next: APIRequest?
+            do {
+                next = try nextRequest(after: response, from: hop)
+            } catch {
+                discard(answer)
+                throw error
+            }
+            guard let next else { return answer }
+            if case .sameOrigin = policy, !hop.hasSameOrigin(as: next) { return answer }
+            discard(answer)
             guard followed < limit else {
                 throw CatenaError(.invalidResponse, request: hop, response: response,
                                   detail: "too many redirects (more than \(limit))")

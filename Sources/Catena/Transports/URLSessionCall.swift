@@ -88,6 +88,8 @@ final class URLSessionCall: Sendable {
     struct Outcome {
         let response: HTTPURLResponse
         let body: Data
+        /// A streamed body still arriving; `body` is then empty.
+        var channel: BodyChannel?
     }
 
     private enum Phase { case running, redirecting, completed }
@@ -114,6 +116,8 @@ final class URLSessionCall: Sendable {
         /// Why the call stopped the task itself (a body over the limit, bad framing).
         var failure: CatenaError?
         var challenged = false
+        /// A streamed call's body, once its head went to the caller.
+        var channel: BodyChannel?
     }
 
     private let request: APIRequest
@@ -121,10 +125,15 @@ final class URLSessionCall: Sendable {
     private let limit: Int
     private let state = Locked(State())
 
-    init(request: APIRequest, timeout: Duration) {
+    /// Streams the body (the caller gets the head at once) when set; maps a transfer
+    /// error that ends a streamed body.
+    private let streaming: (@Sendable (any Error) -> CatenaError)?
+
+    init(request: APIRequest, timeout: Duration, streaming: (@Sendable (any Error) -> CatenaError)? = nil) {
         self.request = request
         self.timeout = timeout
         self.limit = request[option: MaximumResponseSize.self]
+        self.streaming = streaming
     }
 
     /// Starts `task` with its deadline, unless the caller was cancelled already.
@@ -212,10 +221,11 @@ final class URLSessionCall: Sendable {
             state.response = http
             let downloads = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
             // A HEAD, 204 or 304 has no body whatever its Content-Length says, and a
-            // download goes to a file: only a body held in memory is limited.
+            // download goes to a file: only a body held in memory is limited (a stream's
+            // when it is collected).
             let bodiless = request.method == .head || http.statusCode == 204 || http.statusCode == 304
             do throws(CatenaError) {
-                try Self.checkFraming(http, limit: bodiless || downloads ? .max : limit, request: request)
+                try Self.checkFraming(http, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
             } catch {
                 state.failure = error
                 return (state.task, nil)
@@ -225,6 +235,9 @@ final class URLSessionCall: Sendable {
         if let task {
             task.cancel()
             return .cancel
+        }
+        if streaming != nil, download == nil, let head = state.withLock({ $0.response }) {
+            startStream(head)
         }
         if let download, let destination = request[option: DownloadDestination.self] {
             // Opened outside the lock: the destination's progress callback is the caller's code.
@@ -261,7 +274,46 @@ final class URLSessionCall: Sendable {
         }
     }
 
+    /// Hands the head to the caller now and the body to a channel as it arrives. The
+    /// task is paused while the reader's window is full and resumed when it has room.
+    private func startStream(_ head: HTTPURLResponse) {
+        let channel = BodyChannel(request: request, window: request[option: StreamWindow.self],
+                                  idle: request[option: StreamIdleTimeout.self]) { [weak self] in self?.cancelStream() }
+        channel.setOnRoom { [weak self] in self?.state.withLock { $0.task }?.resume() }
+        let continuation = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
+            guard let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            state.channel = channel
+            // The deadline was for the head; the body has the idle timeout.
+            state.timer?.cancel()
+            state.timer = nil
+            return continuation
+        }
+        continuation?.resume(returning: Outcome(response: head, body: Data(), channel: channel))
+    }
+
+    /// The reader left or went silent too long: stop the transfer.
+    private func cancelStream() {
+        let task = state.withLock { state -> URLSessionTask? in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
+    }
+
     func received(_ data: Data) {
+        if let channel = state.withLock({ $0.channel }) {
+            let room = channel.offer(data)
+            #if !canImport(FoundationNetworking)
+            // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
+            // after `suspend()` (measured), so there the channel's overflow limit is
+            // what bounds memory.
+            if !room { state.withLock { $0.task }?.suspend() }
+            #else
+            _ = room
+            #endif
+            return
+        }
         let request = request
         let limit = limit
         let (writer, task) = state.withLock { state -> (DownloadWriter?, URLSessionTask?) in
@@ -297,6 +349,15 @@ final class URLSessionCall: Sendable {
     /// delegate, so a 3xx that was not followed (no usable Location) is only there.
     func completed(_ error: (any Error)?, response taskResponse: HTTPURLResponse?) {
         let request = request
+        if let streaming, let (channel, challenged) = state.withLock({ state -> (BodyChannel, Bool)? in
+            state.phase = .completed
+            state.task = nil
+            return state.channel.map { ($0, state.challenged) }
+        }) {
+            let answeredChallenge = challenged && (error as? URLError)?.code == .cancelled
+            channel.finish(error.flatMap { answeredChallenge ? nil : streaming($0) })
+            return
+        }
         let (continuation, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, Result<Outcome, any Error>) in
             state.phase = .completed
             state.timer?.cancel()

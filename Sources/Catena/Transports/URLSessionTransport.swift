@@ -56,18 +56,32 @@ public struct URLSessionTransport: HTTPLoader {
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
-            try await send(hop, timeout: left)
+            let (head, outcome) = try await send(hop, timeout: left, streaming: false)
+            return APIResponse(status: head.status, headerFields: head.headerFields, body: outcome.body, request: hop)
+        }
+    }
+
+    /// Streams the body through the session delegate as it arrives (see
+    /// ``StreamedResponse``): the request's timeout covers the time to the head,
+    /// ``StreamIdleTimeout`` the silences after it; while the reader's window is full
+    /// the task is suspended.
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
+            let (head, outcome) = try await send(hop, timeout: left, streaming: true)
+            let body = outcome.channel.map { ResponseBody(channel: $0) } ?? ResponseBody(outcome.body)
+            return StreamedResponse(status: head.status, headerFields: head.headerFields, body: body, request: hop)
         }
     }
 
     /// One exchange, no redirects followed.
-    private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+    private func send(_ request: APIRequest, timeout: Duration, streaming: Bool) async throws(CatenaError) -> (head: APIResponse, outcome: URLSessionCall.Outcome) {
         var urlRequest = URLRequest(url: try request.url())
         urlRequest.httpMethod = request.method.rawValue
         // corelibs turns this into an idle timer of whole seconds, rounded down: keep it
-        // clear of Catena's own deadline, which is the real limit.
+        // clear of Catena's own deadline, which is the real limit (for a stream, the
+        // idle timeout is Catena's too).
         // Clamped: corelibs multiplies it by 1,000 into an Int, which traps when huge.
-        urlRequest.timeoutInterval = min((timeout.seconds + 1).rounded(.up), 1e9)
+        urlRequest.timeoutInterval = streaming ? 1e9 : min((timeout.seconds + 1).rounded(.up), 1e9)
         for field in request.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
@@ -80,7 +94,11 @@ public struct URLSessionTransport: HTTPLoader {
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
 
-        let call = URLSessionCall(request: request, timeout: timeout)
+        var mapStreamError: (@Sendable (any Error) -> CatenaError)?
+        if streaming {
+            mapStreamError = { error in Self.map(error, request: request, timeout: timeout) }
+        }
+        let call = URLSessionCall(request: request, timeout: timeout, streaming: mapStreamError)
         let outcome: URLSessionCall.Outcome
         do {
             outcome = try await withTaskCancellationHandler {
@@ -107,8 +125,9 @@ public struct URLSessionTransport: HTTPLoader {
         guard (100...999).contains(http.statusCode) else {
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(http.statusCode) is not a valid HTTP status")
         }
-        return APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-                           headerFields: Self.fields(of: http), body: outcome.body, request: request)
+        let head = APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
+                               headerFields: Self.fields(of: http), body: Data(), request: request)
+        return (head, outcome)
     }
 
     static func fields(of response: HTTPURLResponse) -> HTTPFields {

@@ -1,0 +1,264 @@
+package import Foundation
+
+/// The pipe between a transport that receives a body and the one task that reads it.
+///
+/// - **Bounded.** At most `window` bytes wait unread. A producer that can wait
+///   (AsyncHTTPClient) awaits ``send(_:)``, which returns once there is room; one that
+///   cannot (URLSession's delegate) calls ``offer(_:)`` and pauses its task when told
+///   the window is full, until `onRoom` asks it to go on.
+/// - **Ends exactly once**, by the first of: the producer finishes or fails, the
+///   reader cancels or leaves, the idle timer fires. `onTerminate` (which cancels the
+///   request) then runs once, unless the body ended because the producer finished it.
+/// - **Idle timeout.** With `idle` set, a body that sends nothing for that long fails
+///   with ``CatenaError/Code/timedOut``.
+package final class BodyChannel: Sendable {
+    // @unchecked Sendable: the idle timer is reached only under the lock or, once taken
+    // out, through `cancel()`, which dispatch sources allow from any thread.
+    private struct State: @unchecked Sendable {
+        var chunks: [Data] = []
+        var head = 0
+        var buffered = 0
+        /// Set when no more chunks will come: nil error for a clean end.
+        var end: CatenaError??
+        var reader: CheckedContinuation<Data?, any Error>?
+        var writer: CheckedContinuation<Bool, Never>?
+        /// The producer was told the window is full and waits for `onRoom`.
+        var producerPaused = false
+        var onTerminate: (@Sendable () -> Void)?
+        var onRoom: (@Sendable () -> Void)?
+        var timer: (any DispatchSourceTimer)?
+        var lastActivity = DispatchTime.now()
+        /// The most bytes ever held unread, for tests of the window.
+        var peak = 0
+    }
+
+    private let state = Locked(State())
+    private let window: Int
+    private let idle: Duration?
+    let request: APIRequest
+
+    /// - Parameters:
+    ///   - window: the most bytes held unread.
+    ///   - idle: the longest silence allowed between chunks (and before the first).
+    ///   - onTerminate: stops the transfer; runs once when the body ends for any reason
+    ///     but the producer's own finish.
+    package init(request: APIRequest, window: Int, idle: Duration?, onTerminate: @escaping @Sendable () -> Void) {
+        self.request = request
+        self.window = max(1, window)
+        self.idle = idle
+        state.withLock { $0.onTerminate = onTerminate }
+        if let idle { armTimer(idle) }
+    }
+
+    deinit {
+        state.withLock { $0.timer }?.cancel()
+    }
+
+    /// Called when a producer paused by ``offer(_:)`` may send again.
+    package func setOnRoom(_ onRoom: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onRoom = onRoom }
+    }
+
+    // MARK: Producer
+
+    /// Hands a chunk to the reader, waiting while the window is full. False when the
+    /// body has ended (the reader left): stop producing.
+    package func send(_ chunk: Data) async -> Bool {
+        guard !chunk.isEmpty else { return state.withLock { $0.end == nil } }
+        enum Next { case delivered(CheckedContinuation<Data?, any Error>?), full, ended }
+        let next = state.withLock { state -> Next in
+            guard state.end == nil else { return .ended }
+            state.lastActivity = .now()
+            if let reader = state.reader {
+                state.reader = nil
+                return .delivered(reader)
+            }
+            state.chunks.append(chunk)
+            state.buffered += chunk.count
+            state.peak = max(state.peak, state.buffered)
+            return state.buffered >= window ? .full : .delivered(nil)
+        }
+        switch next {
+        case .ended: return false
+        case .delivered(let reader):
+            reader?.resume(returning: chunk)
+            return true
+        case .full:
+            return await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state -> Bool? in
+                    if state.end != nil { return false }
+                    if state.buffered < window { return true }
+                    state.writer = continuation
+                    return nil
+                }
+                if let resumeNow { continuation.resume(returning: resumeNow) }
+            }
+        }
+    }
+
+    /// How far past the window a producer that cannot pause may run before the body
+    /// fails: corelibs URLSession keeps delivering after `suspend()` (measured: 7.6 MB
+    /// of an 8 MB body arrived while "suspended"), so this is what bounds its memory.
+    var overflowLimit: Int { max(window * 32, 4 * 1024 * 1024) }
+
+    /// Hands a chunk to the reader without waiting. Returns false when the window is
+    /// now full: pause the transfer until `onRoom` runs. A producer that cannot pause
+    /// and runs past ``overflowLimit`` fails the body. A chunk after the end is dropped.
+    @discardableResult
+    package func offer(_ chunk: Data) -> Bool {
+        guard !chunk.isEmpty else { return true }
+        if state.withLock({ $0.end == nil && $0.buffered + chunk.count > overflowLimit }) {
+            terminate(with: CatenaError(.invalidResponse, request: request,
+                                        detail: "the reader fell more than \(overflowLimit) bytes behind the transfer, which this transport cannot pause"))
+            return false
+        }
+        let (reader, room) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Bool) in
+            guard state.end == nil else { return (nil, true) }
+            state.lastActivity = .now()
+            if let reader = state.reader {
+                state.reader = nil
+                return (reader, true)
+            }
+            state.chunks.append(chunk)
+            state.buffered += chunk.count
+            state.peak = max(state.peak, state.buffered)
+            if state.buffered >= window {
+                state.producerPaused = true
+                return (nil, false)
+            }
+            return (nil, true)
+        }
+        reader?.resume(returning: chunk)
+        return room
+    }
+
+    /// The producer's end: nil for a complete body, else the error.
+    package func finish(_ error: CatenaError? = nil) {
+        let (reader, writer, timer) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?) in
+            guard state.end == nil else { return (nil, nil, nil) }
+            state.end = .some(error)
+            state.onTerminate = nil   // the transfer is over by itself
+            state.onRoom = nil
+            defer { state.reader = nil; state.writer = nil; state.timer = nil }
+            // A reader waits only when nothing is buffered: it gets the end now.
+            return (state.reader, state.writer, state.timer)
+        }
+        timer?.cancel()
+        writer?.resume(returning: false)
+        if let reader {
+            if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
+        }
+    }
+
+    // MARK: Reader
+
+    /// The next chunk, nil at the end. Throws the producer's error, `timedOut` when the
+    /// body went silent, `cancelled` when the reading task is cancelled (which ends
+    /// the transfer).
+    func next() async throws(CatenaError) -> Data? {
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data?, any Error>) in
+                    enum Now { case chunk(Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?), end(CatenaError?), cancelled, wait }
+                    let now = state.withLock { state -> Now in
+                        if state.head < state.chunks.count {
+                            let chunk = state.chunks[state.head]
+                            state.chunks[state.head] = Data()
+                            state.head += 1
+                            state.buffered -= chunk.count
+                            state.lastActivity = .now()
+                            if state.head == state.chunks.count || state.head > 64 {
+                                state.chunks.removeFirst(state.head)
+                                state.head = 0
+                            }
+                            var room: (@Sendable () -> Void)?
+                            var writer: CheckedContinuation<Bool, Never>?
+                            if state.buffered < window / 2 + 1 {
+                                if state.producerPaused {
+                                    state.producerPaused = false
+                                    room = state.onRoom
+                                }
+                                writer = state.writer
+                                state.writer = nil
+                            }
+                            return .chunk(chunk, room, writer)
+                        }
+                        if let end = state.end { return .end(end) }
+                        if Task.isCancelled { return .cancelled }
+                        state.reader = continuation
+                        return .wait
+                    }
+                    switch now {
+                    case .chunk(let chunk, let room, let writer):
+                        room?()
+                        writer?.resume(returning: true)
+                        continuation.resume(returning: chunk)
+                    case .end(let error):
+                        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: nil) }
+                    case .cancelled:
+                        continuation.resume(throwing: CancellationError())
+                    case .wait:
+                        break
+                    }
+                }
+            } onCancel: {
+                terminate(with: CatenaError(.cancelled, request: request, detail: "the task reading the streamed body was cancelled"))
+            }
+        } catch let error as CatenaError {
+            throw error
+        } catch {
+            throw CatenaError(.cancelled, request: request, detail: "the task reading the streamed body was cancelled")
+        }
+    }
+
+    /// Ends the body from the reader's side (or the idle timer's): the transfer is
+    /// stopped and whoever waits is told.
+    package func terminate(with error: CatenaError) {
+        let (reader, writer, timer, stop) = state.withLock {
+            state -> (CheckedContinuation<Data?, any Error>?, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?, (@Sendable () -> Void)?) in
+            guard state.end == nil else { return (nil, nil, nil, nil) }
+            state.end = .some(error)
+            state.chunks = []
+            state.head = 0
+            state.buffered = 0
+            state.onRoom = nil
+            defer { state.reader = nil; state.writer = nil; state.timer = nil; state.onTerminate = nil }
+            return (state.reader, state.writer, state.timer, state.onTerminate)
+        }
+        timer?.cancel()
+        stop?()
+        writer?.resume(returning: false)
+        reader?.resume(throwing: error)
+    }
+
+    /// The most bytes ever held unread.
+    var peakBuffered: Int { state.withLock { $0.peak } }
+
+    /// Whether the body has ended.
+    package var hasEnded: Bool { state.withLock { $0.end != nil } }
+
+    // MARK: Idle timer
+
+    private func armTimer(_ idle: Duration) {
+        let nanoseconds = max(1, Int(min(idle.seconds, 1e9) * 1e9))
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        // Checks every idle/4 whether the last chunk is older than `idle`: one timer
+        // per body, not one re-arm per chunk.
+        let step = max(nanoseconds / 4, 1_000_000)
+        timer.schedule(deadline: .now() + .nanoseconds(step), repeating: .nanoseconds(step))
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            let silent = self.state.withLock { state -> Bool in
+                // Only a reader starved by the server counts: a full window is the
+                // reader's own slowness, not the server's silence.
+                state.end == nil && state.buffered == 0
+                    && DispatchTime.now().uptimeNanoseconds - state.lastActivity.uptimeNanoseconds >= UInt64(nanoseconds)
+            }
+            if silent {
+                self.terminate(with: CatenaError(.timedOut, request: self.request, detail: "the streamed body sent nothing for \(idle)"))
+            }
+        }
+        state.withLock { $0.timer = timer }
+        timer.resume()
+    }
+}

@@ -1,0 +1,153 @@
+@testable import Catena
+import CatenaAsyncHTTPClient
+import Foundation
+import Logging
+import Testing
+
+/// Streamed responses through chains, on both transports, against the demo server.
+@Suite("Streaming", .serialized)
+struct StreamingTests {
+    func drip(chunks: Int, interval: Double) throws -> APIRequest {
+        try APIRequest(.get, path: ["api", "drip"], query: [
+            URLQueryItem(name: "chunks", value: String(chunks)), URLQueryItem(name: "interval", value: String(interval)),
+        ])
+    }
+
+    @Test("the first chunk reaches the caller long before the server sends the last", arguments: TransportKind.allCases)
+    func incremental(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let interval = Timing.stretch(0.2)
+        let start = ContinuousClock.now
+        let response = try await chain.stream(try drip(chunks: 20, interval: interval))
+        #expect(response.status == .ok)
+        var firstAt: Duration?
+        var bytes = 0
+        for try await chunk in response.body {
+            if firstAt == nil { firstAt = ContinuousClock.now - start }
+            bytes += chunk.count
+        }
+        let total = ContinuousClock.now - start
+        #expect(bytes == 20)
+        // The server needs 20 intervals for the whole body: the first byte came after
+        // about one of them, not after all (half is the margin for a loaded machine).
+        #expect(total >= .seconds(interval * 19))
+        #expect(try #require(firstAt) < .seconds(interval * 10), "first chunk after \(firstAt!), whole body after \(total)")
+    }
+
+    @Test("collecting a stream gives what load gives, compressed bodies included", arguments: TransportKind.allCases)
+    func collectEqualsLoad(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        for request in [try APIRequest(.get, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")]),
+                        try APIRequest(.get, path: ["api", "bytes", "300000"])] {
+            let loaded = try await chain.load(request)
+            let collected = try await chain.stream(request).collect()
+            #expect(collected.status == loaded.status)
+            #expect(collected.body == loaded.body)
+            #expect(!collected.body.isEmpty)
+        }
+    }
+
+    @Test("leaving the loop cancels the request and frees its throttle slot at once", arguments: TransportKind.allCases)
+    func leavingCancels(kind: TransportKind) async throws {
+        let throttle = Throttle(maxInFlight: 1)
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> kind.make()
+        let ended = Catena.Locked<CatenaError.Code?>(nil)
+        do {
+            // 100 chunks, 10 s and more: read one, then leave.
+            let response = try await chain.stream(try drip(chunks: 100, interval: Timing.stretch(0.1)))
+            response.body.whenEnded { _, error in ended.withLock { $0 = error?.code ?? .unknown } }
+            for try await _ in response.body { break }
+        }
+        #expect(await Timing.eventually(within: .seconds(2)) { ended.withLock { $0 } == .cancelled })
+        let start = ContinuousClock.now
+        let next = try await chain.stream(try APIRequest(.get, path: ["api", "users", "2"])).collect()
+        #expect(next.status == .ok)
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(3)), "the slot was freed when the first stream was dropped")
+    }
+
+    @Test("a body silent for longer than the idle timeout fails with timedOut", arguments: TransportKind.allCases)
+    func idleTimeout(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        var request = try drip(chunks: 3, interval: Timing.stretch(2))
+        request[option: StreamIdleTimeout.self] = Timing.stretch(.milliseconds(500))
+        let response = try await chain.stream(request)
+        let error = await #expect(throws: CatenaError.self) { for try await _ in response.body {} }
+        #expect(error?.code == .timedOut)
+        #expect(error?.detail?.contains("sent nothing") == true)
+    }
+
+    @Test("a slow reader holds the transfer to a bounded window", arguments: TransportKind.allCases)
+    func boundedWindow(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        var request = try APIRequest(.get, path: ["api", "bytes", String(8 * 1024 * 1024)])
+        request[option: StreamWindow.self] = 64 * 1024
+        let response = try await chain.stream(request)
+        var bytes = 0
+        var chunks = 0
+        do {
+            for try await chunk in response.body {
+                bytes += chunk.count
+                chunks += 1
+                if chunks % 16 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+            }
+            #expect(bytes == 8 * 1024 * 1024)
+        } catch {
+            // corelibs URLSession cannot pause a transfer: its memory is bounded by
+            // failing a reader that falls too far behind.
+            #expect(kind == .urlSession, "\(error)")
+            #expect((error as? CatenaError)?.detail?.contains("cannot pause") == true)
+        }
+        let peak = response.body.reader.peakBuffered
+        switch kind {
+        case .asyncHTTPClient:
+            // The window, plus what was already on its way when the reads paused.
+            #expect(peak <= 64 * 1024 + 512 * 1024, "held \(peak) bytes unread")
+        case .urlSession:
+            #expect(peak <= 4 * 1024 * 1024, "held \(peak) bytes unread")
+        }
+    }
+
+    @Test("through TokenAuth: a 401 head refreshes the token and the stream comes from the resend", arguments: TransportKind.allCases)
+    func authRefresh(kind: TransportKind) async throws {
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token"),
+                             refresh: try await AuthTests().oauth().refresh)
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> Retry() --> auth --> kind.make()
+        let response = try await chain.stream(try APIRequest(.get, path: ["api", "protected", "me"]))
+        #expect(response.status == .ok)
+        let body = try await response.collect().body
+        #expect(String(decoding: body, as: UTF8.self).contains("eve.holt@reqres.in"))
+        #expect(auth.refreshCount == 1)
+    }
+
+    @Test("the log loader logs the head at once and the size when the body ends")
+    func logged() async throws {
+        let logs = StreamLogs()
+        var logger = Logger(label: "stream") { _ in StreamLogs.Handler(sink: logs) }
+        logger.logLevel = .debug
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> LogMiddleware(logger: logger) --> AsyncHTTPClientTransport()
+        let response = try await chain.stream(try drip(chunks: 5, interval: 0.01))
+        #expect(logs.lines.contains { $0.hasPrefix("← 200") })
+        #expect(!logs.lines.contains { $0.contains("body complete") })
+        for try await _ in response.body {}
+        #expect(logs.lines.contains { $0.contains("body complete, 5 bytes") }, "\(logs.lines)")
+    }
+}
+
+/// Log lines in memory.
+final class StreamLogs: Sendable {
+    private let stored = Catena.Locked<[String]>([])
+    var lines: [String] { stored.withLock { $0 } }
+
+    struct Handler: LogHandler {
+        let sink: StreamLogs
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            sink.stored.withLock { $0.append("\(event.message)") }
+        }
+    }
+}

@@ -71,6 +71,7 @@ struct StreamingTests {
         var request = try drip(chunks: 3, interval: Timing.stretch(2))
         request[option: StreamIdleTimeout.self] = Timing.stretch(.milliseconds(500))
         let response = try await chain.stream(request)
+        #expect(response.status == .ok)
         let error = await #expect(throws: CatenaError.self) { for try await _ in response.body {} }
         #expect(error?.code == .timedOut)
         #expect(error?.detail?.contains("sent nothing") == true)
@@ -149,5 +150,52 @@ final class StreamLogs: Sendable {
         func log(event: LogEvent) {
             sink.stored.withLock { $0.append("\(event.message)") }
         }
+    }
+}
+
+/// Server-sent events and JSON Lines from the demo server, on both transports.
+@Suite("Event streams against the demo server")
+struct EventStreamIntegrationTests {
+    @Test("events arrive in order with their ids and the server's retry", arguments: TransportKind.allCases)
+    func events(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let response = try await chain.stream(try APIRequest(.get, path: ["api", "events"], query: [
+            URLQueryItem(name: "count", value: "25"), URLQueryItem(name: "interval", value: "0.01"),
+        ]))
+        #expect(response.headerFields[.contentType] == "text/event-stream")
+        var events: [ServerSentEvent] = []
+        for try await event in response.serverSentEvents() { events.append(event) }
+        #expect(events.map(\.data) == (1...25).map { "token-\($0)" })
+        #expect(events.map(\.lastEventID) == (1...25).map(String.init))
+        #expect(events.allSatisfy { $0.event == "token" && $0.retry == .milliseconds(100) })
+    }
+
+    @Test("a cut connection ends the event sequence with an error, not a clean end", arguments: TransportKind.allCases)
+    func dropped(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let response = try await chain.stream(try APIRequest(.get, path: ["api", "events"], query: [
+            URLQueryItem(name: "count", value: "10"), URLQueryItem(name: "interval", value: "0"), URLQueryItem(name: "drop_after", value: "3"),
+        ]))
+        var seen = 0
+        await #expect(throws: CatenaError.self) {
+            for try await _ in response.serverSentEvents() { seen += 1 }
+        }
+        #expect(seen == 3)
+    }
+
+    struct Row: Decodable, Sendable { let n: Int }
+
+    @Test("a JSON Lines export decodes row by row", arguments: TransportKind.allCases)
+    func jsonLines(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let response = try await chain.stream(try APIRequest(.get, path: ["api", "export.jsonl"], query: [
+            URLQueryItem(name: "count", value: "5000"), URLQueryItem(name: "per_chunk", value: "37"),
+        ]))
+        var expected = 1
+        for try await row in response.jsonLines(of: Row.self) {
+            #expect(row.n == expected)
+            expected += 1
+        }
+        #expect(expected == 5001)
     }
 }

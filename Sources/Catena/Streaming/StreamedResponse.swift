@@ -69,7 +69,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
     }
 
     /// Reads the chunks in order.
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let reader: BodyReader
 
         public mutating func next() async throws(CatenaError) -> Data? {

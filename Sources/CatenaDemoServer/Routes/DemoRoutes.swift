@@ -21,6 +21,7 @@ enum DemoRoutes {
         LoaderRoutes.add(to: router)
         PhotoRoutes.add(to: router, settings: photos)
         CacheRoutes.add(to: router)
+        StreamRoutes.add(to: router)
         return router
     }
 
@@ -191,7 +192,7 @@ enum DemoRoutes {
         // A request that never ends: headers are sent, then the body trickles.
         api.get("drip") { request, _ in
             let chunks = max(1, min(request.uri.queryParameters.get("chunks", as: Int.self) ?? 10, 1000))
-            let interval = try number(request.uri.queryParameters.get("interval"), named: "interval", in: 0...5, default: 0.1)
+            let interval = try number(request.uri.queryParameters.get("interval"), named: "interval", in: 0...60, default: 0.1)
             return Response(
                 status: .ok, headers: [.contentType: "application/octet-stream"],
                 body: .init { writer in

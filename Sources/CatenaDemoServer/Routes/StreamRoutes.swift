@@ -32,7 +32,11 @@ enum StreamRoutes {
                         if interval > 0 { try await Task.sleep(for: .seconds(interval)) }
                         try await writer.write(ByteBuffer(string: "id: \(n)\nevent: token\ndata: token-\(n)\n\n"))
                         sent += 1
-                        if dropAfter > 0, sent >= dropAfter, n < count { throw DroppedOnPurpose() }
+                        if dropAfter > 0, sent >= dropAfter, n < count {
+                            // Let the events go out first, as a server that dies does.
+                            try await Task.sleep(for: .milliseconds(50))
+                            throw DroppedOnPurpose()
+                        }
                     }
                     try await writer.finish(nil)
                 })

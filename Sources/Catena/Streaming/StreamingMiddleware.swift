@@ -34,12 +34,17 @@ enum StreamHeadID: RequestOption {
 final class KeptStreams: Sendable {
     private let streams = Locked<(next: UInt64, byID: [UInt64: StreamedResponse])>((0, [:]))
 
+    /// Keeps `stream`, and cancels the ones kept before: a middleware that asks again
+    /// (a retry, a resend after a refresh) has let go of the earlier heads, whose
+    /// connections are freed now rather than when it returns.
     func keep(_ stream: StreamedResponse) -> UInt64 {
-        streams.withLock { state in
+        let (id, earlier) = streams.withLock { state -> (UInt64, [StreamedResponse]) in
             state.next += 1
-            state.byID[state.next] = stream
-            return state.next
+            defer { state.byID = [state.next: stream] }
+            return (state.next, Array(state.byID.values))
         }
+        for old in earlier { old.body.cancel() }
+        return id
     }
 
     /// The stream of head `id`, no longer kept; nil when its body was not kept or the

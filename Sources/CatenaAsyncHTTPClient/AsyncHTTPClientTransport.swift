@@ -239,7 +239,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let task = Task {
             do {
                 for try await chunk in body {
-                    guard await channel.send(Data(buffer: chunk, byteTransferStrategy: .noCopy)) else { return }
+                    // `.automatic` copies small slices: a few bytes must not pin a whole
+                    // read buffer while they wait in the window.
+                    guard await channel.send(Data(buffer: chunk, byteTransferStrategy: .automatic)) else { return }
                 }
                 channel.finish()
             } catch {

@@ -65,7 +65,8 @@ struct EventStreamTests {
             #expect(split == whole, "cut at \(cut)")
             #expect(id == wholeID)
         }
-        var generator = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
         for _ in 0..<500 {
             var chunks: [[UInt8]] = []
             var start = 0
@@ -74,20 +75,25 @@ struct EventStreamTests {
                 chunks.append(Array(bytes[start..<end]))
                 start = end
             }
-            #expect(try Self.parse(chunks).0 == whole)
+            #expect(try Self.parse(chunks).0 == whole, "seed \(seed)")
         }
     }
 
     @Test("random bytes never trap, and a line or event over the bound fails instead of growing")
     func hostileBytes() throws {
-        var generator = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
         let pieces: [[UInt8]] = [Array("data:".utf8), Array("id:".utf8), Array("retry:".utf8), [0x0D], [0x0A], [0x00], [0xEF, 0xBB, 0xBF], [0x3A], [0x20], [0xFF]]
         for _ in 0..<2_000 {
             var bytes: [UInt8] = []
             for _ in 0..<Int.random(in: 0...40, using: &generator) {
                 bytes += Bool.random(using: &generator) ? pieces.randomElement(using: &generator)! : [UInt8.random(in: 0...255, using: &generator)]
             }
-            _ = try? Self.parse([bytes], maxEventBytes: 64)
+            do {
+                _ = try Self.parse([bytes], maxEventBytes: 64)
+            } catch {
+                #expect((error as? CatenaError)?.code == .invalidResponse, "seed \(seed): \(error)")
+            }
         }
         let long = Array(repeating: UInt8(ascii: "a"), count: 100)
         #expect(throws: CatenaError.self) { try Self.parse([Array("data: ".utf8) + long], maxEventBytes: 64) }
@@ -113,7 +119,8 @@ struct EventStreamTests {
         for (bytes, format) in [(lines, RecordSplitter.Format.lines), (sequence, .textSequence)] {
             let whole = try Self.records([bytes], format: format)
             #expect(whole.map(\.1) == ["{\"n\":1}", "{\"n\":2}", "{\"n\":3}"])
-            #expect(whole.map(\.0) == [1, 2, 3])
+            // JSON Lines number records by line (blank lines count); sequences by place.
+            #expect(whole.map(\.0) == (format == .lines ? [1, 3, 5] : [1, 2, 3]))
             for cut in 0...bytes.count {
                 let split = try Self.records([Array(bytes[..<cut]), Array(bytes[cut...])], format: format)
                 #expect(split.map(\.1) == whole.map(\.1), "cut at \(cut)")
@@ -132,6 +139,33 @@ struct EventStreamTests {
         #expect(seen == [Row(n: 1), Row(n: 2)])
         #expect(error?.code == .decodingFailed)
         #expect(error?.detail?.contains("record 3") == true)
+
+        // Blank lines count: the error names the line a person would look at.
+        let spaced = StreamedResponse(status: .ok, body: ResponseBody(Data("{\"n\":1}\n\n\nbad\n".utf8)), request: Self.request)
+        let lineError = await #expect(throws: CatenaError.self) { for try await _ in spaced.jsonLines(of: Row.self) {} }
+        #expect(lineError?.detail?.contains("record 4") == true, "\(String(describing: lineError?.detail))")
+    }
+
+    @Test("an event cut off mid-way does not move the last event ID (a reconnection asks again from the one before)")
+    func lastEventIDCommitsAtBlankLines() throws {
+        var parser = ServerSentEventParser()
+        _ = try parser.push(Array("id: 1\ndata: a\n\nid: 2\ndata: b".utf8), request: Self.request)
+        #expect(parser.lastEventID == "1")
+        _ = try parser.push(Array("\n\n".utf8), request: Self.request)
+        #expect(parser.lastEventID == "2")
+    }
+
+    @Test("events before an oversized one are still delivered, then the error")
+    func eventsBeforeTheError() async throws {
+        let big = String(repeating: "x", count: 200)
+        let body = ResponseBody(Data("data: a\n\ndata: b\n\ndata: \(big)\n\n".utf8))
+        let response = StreamedResponse(status: .ok, body: body, request: Self.request)
+        var seen: [String] = []
+        let error = await #expect(throws: CatenaError.self) {
+            for try await event in response.serverSentEvents(maxEventBytes: 64) { seen.append(event.data) }
+        }
+        #expect(seen == ["a", "b"])
+        #expect(error?.code == .invalidResponse)
     }
 
     @Test("events through the async sequence, and the last event ID for a reconnection")

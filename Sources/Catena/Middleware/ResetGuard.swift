@@ -18,11 +18,35 @@ public struct ResetGuard: HTTPMiddleware {
     public init() {}
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        let task = registry.start {
-            Task { await next.result(for: request) }
+        try await guarded(request) { await next.result(for: request) }
+    }
+
+    /// A stream is guarded twice: until its head arrives like any request, and then its
+    /// body, which a reset cancels (an event stream does not outlive a logout).
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        let streamed = try await guarded(request) { () async -> Result<StreamedResponse, CatenaError> in
+            do throws(CatenaError) { return .success(try await next.stream(request)) } catch { return .failure(error) }
         }
-        guard let task else { throw CatenaError(.resetInProgress, request: request, detail: "the chain is being reset") }
-        defer { registry.remove(task) }
+        let body = streamed.body
+        guard let id = registry.start(cancel: { body.cancel() }, wait: {}) else {
+            body.cancel()
+            throw CatenaError(.resetInProgress, request: request, detail: "the chain is being reset")
+        }
+        let registry = registry
+        body.whenEnded { _, _ in registry.remove(id) }
+        return streamed
+    }
+
+    /// Runs `work` in a task of its own that a reset cancels and waits for.
+    private func guarded<Answer: Sendable>(
+        _ request: APIRequest, _ work: @escaping @Sendable () async -> Result<Answer, CatenaError>
+    ) async throws(CatenaError) -> Answer {
+        let task = Task { await work() }
+        guard let id = registry.start(cancel: { task.cancel() }, wait: { _ = await task.value }) else {
+            task.cancel()
+            throw CatenaError(.resetInProgress, request: request, detail: "the chain is being reset")
+        }
+        defer { registry.remove(id) }
         let result = await withTaskCancellationHandler {
             await task.value
         } onCancel: {
@@ -31,53 +55,55 @@ public struct ResetGuard: HTTPMiddleware {
         return try result.get()
     }
 
-    /// Closes the guard, cancels and awaits the requests in flight, resets the rest of
-    /// the chain, and opens the guard again.
+    /// Closes the guard, cancels and awaits the requests in flight (and cancels the
+    /// streams whose bodies are still being read), resets the rest of the chain, and
+    /// opens the guard again.
     public func reset(next: some HTTPLoader) async {
         let inFlight = registry.close()
-        for task in inFlight { task.cancel() }
-        for task in inFlight { _ = await task.value }
+        for entry in inFlight { entry.cancel() }
+        for entry in inFlight { await entry.wait() }
         await next.reset()
         registry.open()
     }
 
-    /// How many requests are in flight through the guard.
+    /// How many requests (and streamed bodies) are in flight through the guard.
     public var inFlight: Int { registry.count }
 
-    typealias RequestTask = Task<Result<APIResponse, CatenaError>, Never>
-
     final class Registry: Sendable {
+        struct Entry: Sendable {
+            let cancel: @Sendable () -> Void
+            let wait: @Sendable () async -> Void
+        }
+
         private struct State {
-            var tasks: [RequestTask] = []
+            var entries: [UInt64: Entry] = [:]
+            var next: UInt64 = 0
             var resetting = 0
         }
 
         private let state = Locked(State())
 
-        var count: Int { state.withLock { $0.tasks.count } }
+        var count: Int { state.withLock { $0.entries.count } }
 
-        /// Starts and registers a request's task; nil, and nothing started, while a
-        /// reset is in progress.
-        func start(_ makeTask: () -> RequestTask) -> RequestTask? {
+        /// Registers an entry; nil while a reset is in progress.
+        func start(cancel: @escaping @Sendable () -> Void, wait: @escaping @Sendable () async -> Void) -> UInt64? {
             state.withLock { state in
                 guard state.resetting == 0 else { return nil }
-                let task = makeTask()
-                state.tasks.append(task)
-                return task
+                state.next += 1
+                state.entries[state.next] = Entry(cancel: cancel, wait: wait)
+                return state.next
             }
         }
 
-        func remove(_ task: RequestTask) {
-            state.withLock { state in
-                if let index = state.tasks.firstIndex(of: task) { state.tasks.swapAt(index, state.tasks.count - 1); state.tasks.removeLast() }
-            }
+        func remove(_ id: UInt64) {
+            _ = state.withLock { $0.entries.removeValue(forKey: id) }
         }
 
         /// Starts a reset: no new requests; returns those in flight.
-        func close() -> [RequestTask] {
+        func close() -> [Entry] {
             state.withLock { state in
                 state.resetting += 1
-                return state.tasks
+                return Array(state.entries.values)
             }
         }
 

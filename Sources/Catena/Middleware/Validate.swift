@@ -44,7 +44,7 @@ public struct Validate: HTTPMiddleware {
             throw CatenaError(.unacceptableStatus, request: request, response: response)
         }
         // A stream's head has an empty body and a content type all the same.
-        let isStreamHead = response.request[option: StreamHeadID.self] != nil && response.headerFields[.contentType] != nil
+        let isStreamHead = response.request[option: StreamHeadID.self] != nil
         if let types = acceptance.contentTypes, !response.body.isEmpty || isStreamHead {
             let mediaType = response.headerFields[.contentType].flatMap(MediaType.init)?.essence
             guard let mediaType, types.contains(mediaType) else {

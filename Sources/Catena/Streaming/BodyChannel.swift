@@ -122,7 +122,9 @@ package final class BodyChannel: Sendable {
             state.chunks.append(chunk)
             state.buffered += chunk.count
             state.peak = max(state.peak, state.buffered)
-            if state.buffered >= window {
+            // Told once, when the window becomes full: the producer pauses once and
+            // is resumed once by `onRoom`.
+            if state.buffered >= window, !state.producerPaused {
                 state.producerPaused = true
                 return (nil, false)
             }
@@ -159,7 +161,7 @@ package final class BodyChannel: Sendable {
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data?, any Error>) in
-                    enum Now { case chunk(Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?), end(CatenaError?), cancelled, wait }
+                    enum Now { case chunk(Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?), end(CatenaError?), cancelled, secondReader, wait }
                     let now = state.withLock { state -> Now in
                         if state.head < state.chunks.count {
                             let chunk = state.chunks[state.head]
@@ -185,6 +187,8 @@ package final class BodyChannel: Sendable {
                         }
                         if let end = state.end { return .end(end) }
                         if Task.isCancelled { return .cancelled }
+                        // One reader: a second would strand the first one's wait.
+                        if state.reader != nil { return .secondReader }
                         state.reader = continuation
                         return .wait
                     }
@@ -197,6 +201,9 @@ package final class BodyChannel: Sendable {
                         if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: nil) }
                     case .cancelled:
                         continuation.resume(throwing: CancellationError())
+                    case .secondReader:
+                        continuation.resume(throwing: CatenaError(.invalidRequest, request: request,
+                                                                  detail: "the streamed body is already being read by another task: read it once"))
                     case .wait:
                         break
                     }
@@ -216,7 +223,17 @@ package final class BodyChannel: Sendable {
     package func terminate(with error: CatenaError) {
         let (reader, writer, timer, stop) = state.withLock {
             state -> (CheckedContinuation<Data?, any Error>?, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?, (@Sendable () -> Void)?) in
-            guard state.end == nil else { return (nil, nil, nil, nil) }
+            guard state.end == nil else {
+                // Finished by the producer but not all read: what is left is dropped,
+                // and the reader gets this end instead of the clean one.
+                if state.head < state.chunks.count {
+                    state.chunks = []
+                    state.head = 0
+                    state.buffered = 0
+                    state.end = .some(error)
+                }
+                return (nil, nil, nil, nil)
+            }
             state.end = .some(error)
             state.chunks = []
             state.head = 0
@@ -230,6 +247,9 @@ package final class BodyChannel: Sendable {
         writer?.resume(returning: false)
         reader?.resume(throwing: error)
     }
+
+    /// Whether the producer was told to pause and has not been told to go on yet.
+    package var isProducerPaused: Bool { state.withLock { $0.producerPaused } }
 
     /// The most bytes ever held unread.
     var peakBuffered: Int { state.withLock { $0.peak } }

@@ -1,8 +1,9 @@
 public import Foundation
 
 /// Splits a byte stream into records: JSON Lines (one value per line, LF or CRLF,
-/// blank lines skipped) or JSON text sequences (RFC 7464: each record starts with
-/// RS, 0x1E). A record over `maxRecordBytes` fails with
+/// blank lines skipped but counted) or JSON text sequences (RFC 7464: each record
+/// starts with RS, 0x1E). A record's number is its line number (JSON Lines) or its
+/// place (sequences). A record over `maxRecordBytes` fails with
 /// ``CatenaError/Code/invalidResponse``.
 struct RecordSplitter: Sendable {
     enum Format: Sendable { case lines, textSequence }
@@ -17,8 +18,9 @@ struct RecordSplitter: Sendable {
         self.maxRecordBytes = maxRecordBytes
     }
 
-    /// The records completed by `bytes`, each with its number (from 1).
-    mutating func push(_ bytes: some Sequence<UInt8>, request: APIRequest) throws(CatenaError) -> [(number: Int, bytes: [UInt8])] {
+    /// The records completed by `bytes`, each with its number (from 1), and the error
+    /// that stopped the reading, if any (the records before it are still returned).
+    mutating func read(_ bytes: some Sequence<UInt8>, request: APIRequest) -> ([(number: Int, bytes: [UInt8])], CatenaError?) {
         var records: [(number: Int, bytes: [UInt8])] = []
         let separator: UInt8 = format == .lines ? UInt8(ascii: "\n") : 0x1E
         for byte in bytes {
@@ -27,11 +29,19 @@ struct RecordSplitter: Sendable {
                 continue
             }
             guard record.count < maxRecordBytes else {
-                throw CatenaError(.invalidResponse, request: request,
-                                  detail: "record \(number + 1) of the stream is longer than \(maxRecordBytes) bytes")
+                let error = CatenaError(.invalidResponse, request: request,
+                                        detail: "record \(number + 1) of the stream is longer than \(maxRecordBytes) bytes")
+                return (records, error)
             }
             record.append(byte)
         }
+        return (records, nil)
+    }
+
+    /// ``read(_:request:)`` for tests: throws instead of returning the error.
+    mutating func push(_ bytes: some Sequence<UInt8>, request: APIRequest) throws(CatenaError) -> [(number: Int, bytes: [UInt8])] {
+        let (records, error) = read(bytes, request: request)
+        if let error { throw error }
         return records
     }
 
@@ -41,6 +51,8 @@ struct RecordSplitter: Sendable {
     }
 
     private mutating func take() -> (number: Int, bytes: [UInt8])? {
+        // JSON Lines count every line, blank ones too; sequences count records.
+        if format == .lines { number += 1 }
         defer { record.removeAll(keepingCapacity: true) }
         var bytes = record[...]
         while let last = bytes.last, last == UInt8(ascii: "\r") || last == UInt8(ascii: "\n") || last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") {
@@ -50,7 +62,7 @@ struct RecordSplitter: Sendable {
             bytes = bytes.dropFirst()
         }
         guard !bytes.isEmpty else { return nil }
-        number += 1
+        if format == .textSequence { number += 1 }
         return (number, Array(bytes))
     }
 }
@@ -82,13 +94,18 @@ public struct JSONRecords<Value: Decodable & Sendable>: AsyncSequence, Sendable 
         var ready: [(number: Int, bytes: [UInt8])] = []
         var index = 0
         var ended = false
+        var pendingError: CatenaError?
 
         public mutating func next() async throws(CatenaError) -> Value? {
             while index == ready.count {
                 if ended { return nil }
+                if let error = pendingError {
+                    ended = true
+                    throw error   // after the records completed before it
+                }
                 index = 0
                 if let chunk = try await body.next() {
-                    ready = try splitter.push(chunk, request: request)
+                    (ready, pendingError) = splitter.read(chunk, request: request)
                 } else {
                     ended = true
                     ready = splitter.finish().map { [$0] } ?? []

@@ -47,6 +47,10 @@ struct ServerSentEventParser: Sendable {
     private var data: [UInt8] = []
     private var hasData = false
     private var eventType: String?
+    /// The `id` field last read; it becomes the last event ID at the next blank line.
+    private var idBuffer = ""
+    /// The last event ID string: committed at each blank line, so an event cut off
+    /// mid-way never moves it (a reconnection asks again from the one before).
     private(set) var lastEventID = ""
     private var retry: Duration?
 
@@ -57,9 +61,28 @@ struct ServerSentEventParser: Sendable {
 
     private static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
 
+    /// The events completed by `bytes`, and the error that stopped the reading, if
+    /// any (the events before it are still returned).
+    mutating func read(_ bytes: some Sequence<UInt8>, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
+        var events: [ServerSentEvent] = []
+        do {
+            events = try push(bytes, request: request, into: events)
+            return (events, nil)
+        } catch {
+            return (partial, error)
+        }
+    }
+
+    private var partial: [ServerSentEvent] = []
+
     /// The events completed by `bytes`.
     mutating func push(_ bytes: some Sequence<UInt8>, request: APIRequest) throws(CatenaError) -> [ServerSentEvent] {
-        var events: [ServerSentEvent] = []
+        try push(bytes, request: request, into: [])
+    }
+
+    private mutating func push(_ bytes: some Sequence<UInt8>, request: APIRequest, into start: [ServerSentEvent]) throws(CatenaError) -> [ServerSentEvent] {
+        var events = start
+        defer { partial = events }
         for byte in bytes {
             if atStart {
                 // Hold back what could be the BOM until it is known not to be.
@@ -120,7 +143,7 @@ struct ServerSentEventParser: Sendable {
             data.append(UInt8(ascii: "\n"))
             hasData = true
         case "id":
-            if !value.contains(0) { lastEventID = String(decoding: value, as: UTF8.self) }
+            if !value.contains(0) { idBuffer = String(decoding: value, as: UTF8.self) }
         case "retry":
             if !value.isEmpty, value.count <= 12, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let milliseconds = Int64(String(decoding: value, as: UTF8.self)) {
                 retry = .milliseconds(milliseconds)
@@ -131,6 +154,7 @@ struct ServerSentEventParser: Sendable {
     }
 
     private mutating func dispatch(into events: inout [ServerSentEvent]) {
+        lastEventID = idBuffer
         defer {
             data.removeAll(keepingCapacity: true)
             hasData = false
@@ -164,14 +188,22 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         var parser: ServerSentEventParser
         var ready: [ServerSentEvent] = []
         var index = 0
+        var pendingError: CatenaError?
+        var failed = false
 
-        /// The last event ID seen so far, for a reconnection's `Last-Event-ID`.
+        /// The last event ID so far (committed at each blank line), for a
+        /// reconnection's `Last-Event-ID`.
         public var lastEventID: String { parser.lastEventID }
 
         public mutating func next() async throws(CatenaError) -> ServerSentEvent? {
             while index == ready.count {
+                if failed { return nil }
+                if let error = pendingError {
+                    failed = true
+                    throw error   // after the events completed before it
+                }
                 guard let chunk = try await body.next() else { return nil }   // an unfinished event is discarded
-                ready = try parser.push(chunk, request: request)
+                (ready, pendingError) = parser.read(chunk, request: request)
                 index = 0
             }
             defer { index += 1 }

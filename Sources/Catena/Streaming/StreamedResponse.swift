@@ -65,12 +65,14 @@ public struct ResponseBody: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(reader: reader)
+        AsyncIterator(reader: reader, lifetime: IteratorLifetime(reader))
     }
 
-    /// Reads the chunks in order.
+    /// Reads the chunks in order. When the iterator goes away before the end (the
+    /// `for` loop was left), the body ends: the transfer is cancelled.
     public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let reader: BodyReader
+        let lifetime: IteratorLifetime
 
         public mutating func next() async throws(CatenaError) -> Data? {
             try await reader.next()
@@ -123,6 +125,15 @@ public enum StreamIdleTimeout: RequestOption {
     public static let defaultValue: Duration? = nil
 }
 
+/// Ends a body whose iterator is dropped before the body's end.
+final class IteratorLifetime: Sendable {
+    let reader: BodyReader
+    init(_ reader: BodyReader) { self.reader = reader }
+    deinit {
+        reader.cancel(CatenaError(.cancelled, request: reader.request, detail: "the loop reading the streamed body was left before its end"))
+    }
+}
+
 /// The one reader of a body: its source, the bytes it handed out, and the hooks to
 /// run once at the end. Dropping the last reference ends the body, which cancels the
 /// transfer of a streamed one.
@@ -136,6 +147,7 @@ final class BodyReader: Sendable {
         var source: Source
         var bytes = 0
         var ended = false
+        var endError: CatenaError?
         var hooks: [@Sendable (Int, CatenaError?) -> Void] = []
     }
 
@@ -190,18 +202,19 @@ final class BodyReader: Sendable {
     }
 
     func whenEnded(_ hook: @escaping @Sendable (Int, CatenaError?) -> Void) {
-        let runNow = state.withLock { state -> Int? in
-            if state.ended { return state.bytes }
+        let runNow = state.withLock { state -> (Int, CatenaError?)? in
+            if state.ended { return (state.bytes, state.endError) }
             state.hooks.append(hook)
             return nil
         }
-        if let bytes = runNow { hook(bytes, nil) }
+        if let (bytes, error) = runNow { hook(bytes, error) }
     }
 
     private func end(_ error: CatenaError?) {
         let (hooks, bytes) = state.withLock { state -> ([@Sendable (Int, CatenaError?) -> Void], Int) in
             guard !state.ended else { return ([], 0) }
             state.ended = true
+            state.endError = error
             defer { state.hooks = [] }
             return (state.hooks, state.bytes)
         }

@@ -11,10 +11,15 @@ extension HTTPMiddleware {
             kept.cancelAll()
             throw error
         }
-        guard let id = response.request[option: StreamHeadID.self], response.body.isEmpty, var streamed = kept.take(id) else {
+        guard let id = response.request[option: StreamHeadID.self], response.body.isEmpty else {
             // The middleware answered by itself (or changed the body): that is the answer.
             kept.cancelAll()
             return StreamedResponse(complete: response)
+        }
+        guard var streamed = kept.take(id) else {
+            kept.cancelAll()
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "\(Self.self) returned the head of a stream it had already let go of: its body is gone")
         }
         kept.cancelAll()
         streamed.status = response.status
@@ -34,17 +39,12 @@ enum StreamHeadID: RequestOption {
 final class KeptStreams: Sendable {
     private let streams = Locked<(next: UInt64, byID: [UInt64: StreamedResponse])>((0, [:]))
 
-    /// Keeps `stream`, and cancels the ones kept before: a middleware that asks again
-    /// (a retry, a resend after a refresh) has let go of the earlier heads, whose
-    /// connections are freed now rather than when it returns.
     func keep(_ stream: StreamedResponse) -> UInt64 {
-        let (id, earlier) = streams.withLock { state -> (UInt64, [StreamedResponse]) in
+        streams.withLock { state in
             state.next += 1
-            defer { state.byID = [state.next: stream] }
-            return (state.next, Array(state.byID.values))
+            state.byID[state.next] = stream
+            return state.next
         }
-        for old in earlier { old.body.cancel() }
-        return id
     }
 
     /// The stream of head `id`, no longer kept; nil when its body was not kept or the
@@ -70,6 +70,11 @@ struct HeadsOf<Next: HTTPLoader>: HTTPLoader {
     let kept: KeptStreams
 
     func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        // A middleware that asks again (a retry, a resend after a refresh) has let go of
+        // the earlier heads: their transfers end before the new one starts, so they
+        // free their connections and throttle slots (a slot held by a discarded 503
+        // deadlocked Retry above Throttle(maxInFlight: 1)).
+        kept.cancelAll()
         let streamed = try await next.stream(request)
         var head = streamed.head
         head.request[option: StreamHeadID.self] = kept.keep(streamed)

@@ -118,6 +118,8 @@ final class URLSessionCall: Sendable {
         var challenged = false
         /// A streamed call's body, once its head went to the caller.
         var channel: BodyChannel?
+        /// The task was suspended because the reader's window was full.
+        var suspended = false
     }
 
     private let request: APIRequest
@@ -279,7 +281,13 @@ final class URLSessionCall: Sendable {
     private func startStream(_ head: HTTPURLResponse) {
         let channel = BodyChannel(request: request, window: request[option: StreamWindow.self],
                                   idle: request[option: StreamIdleTimeout.self]) { [weak self] in self?.cancelStream() }
-        channel.setOnRoom { [weak self] in self?.state.withLock { $0.task }?.resume() }
+        channel.setOnRoom { [weak self] in
+            self?.state.withLock { state in
+                guard state.suspended else { return }
+                state.suspended = false
+                state.task?.resume()
+            }
+        }
         let continuation = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
             guard let continuation = state.continuation else { return nil }
             state.continuation = nil
@@ -308,7 +316,15 @@ final class URLSessionCall: Sendable {
             // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
             // after `suspend()` (measured), so there the channel's overflow limit is
             // what bounds memory.
-            if !room { state.withLock { $0.task }?.suspend() }
+            if !room {
+                // Re-checked under the call's lock: a reader that drained the window in
+                // between has already asked for room, and the task must not sleep on.
+                state.withLock { state in
+                    guard channel.isProducerPaused, !state.suspended, let task = state.task else { return }
+                    state.suspended = true
+                    task.suspend()
+                }
+            }
             #else
             _ = room
             #endif

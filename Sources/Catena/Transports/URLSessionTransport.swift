@@ -123,6 +123,7 @@ public struct URLSessionTransport: HTTPLoader {
         }
         let http = outcome.response
         guard (100...999).contains(http.statusCode) else {
+            outcome.channel?.terminate(with: CatenaError(.invalidResponse, request: request, detail: "invalid status"))
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(http.statusCode) is not a valid HTTP status")
         }
         let head = APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),

@@ -1,3 +1,4 @@
+import Catena
 import Foundation
 import Hummingbird
 import NIOCore
@@ -8,6 +9,29 @@ import HTTPTypes
 enum StreamRoutes {
     static func add(to router: Router<DemoRoutes.Context>) {
         let api = router.group("api")
+        let opened = Locked<Set<String>>([])
+
+        // A body in two parts: `first`, then, once `POST /api/gated/open?key=` was
+        // called (or after 60 s), `rest`. Proves without timing that a transport hands
+        // over what has arrived before the server has sent the end.
+        api.get("gated") { request, _ in
+            guard let key = request.uri.queryParameters.get("key") else { return Response(status: .badRequest) }
+            return Response(
+                status: .ok, headers: [.contentType: "application/octet-stream"],
+                body: .init { writer in
+                    try await writer.write(ByteBuffer(string: "first"))
+                    for _ in 0..<6_000 where !opened.withLock({ $0.contains(key) }) {
+                        try await Task.sleep(for: .milliseconds(10))
+                    }
+                    try await writer.write(ByteBuffer(string: "rest"))
+                    try await writer.finish(nil)
+                })
+        }
+        api.post("gated/open") { request, _ in
+            guard let key = request.uri.queryParameters.get("key") else { return Response(status: .badRequest) }
+            opened.withLock { _ = $0.insert(key) }
+            return Response(status: .noContent)
+        }
 
         // `text/event-stream`: `retry: {retry_ms}`, then events `id: n`, `event: token`,
         // `data: token-n` for n from the one after `Last-Event-ID` (or 1) to `count`,

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the two obsolete forms on input.
 ///
@@ -7,13 +7,13 @@ import Foundation
 /// code made three per call (10,000 parses took 5 s of the test suite); and a
 /// formatter is lenient in ways a server's bytes should not steer. This reads the
 /// three grammars exactly, checks every field's range, and never traps.
-enum HTTPDate {
+package enum HTTPDate {
     private static let monthNames = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
     private static let shortDays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
     private static let longDays = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
     /// The date `text` names, or nil.
-    static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard trimmed.utf8.count <= 64 else { return nil }
         var reader = Reader(Array(trimmed.utf8))
@@ -24,7 +24,7 @@ enum HTTPDate {
 
     /// `date` as an IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT". Dates outside years
     /// 1...9999 are clamped to them (NaN reads as 1970).
-    static func format(_ date: Date) -> String {
+    package static func format(_ date: Date) -> String {
         let limit = 253_402_300_799.0  // 9999-12-31T23:59:59Z
         let raw = date.timeIntervalSince1970
         let clamped = raw.isNaN ? 0 : min(max(raw.rounded(.down), -62_135_596_800), limit)

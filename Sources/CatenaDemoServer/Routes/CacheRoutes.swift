@@ -14,7 +14,7 @@ enum CacheRoutes {
 
         init(_ date: Date) {
             self.date = date
-            self.text = LoaderRoutes.httpDate(date)
+            self.text = HTTPDate.format(date)
         }
 
         /// When the demo data last changed (it never does): the `Last-Modified` of every
@@ -52,7 +52,7 @@ enum CacheRoutes {
             let weak = { (value: Substring) in value.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "W/", with: "") }
             return asked.split(separator: ",").contains { weak($0) == "*" || weak($0) == tag }
         }
-        if let since = request.headers[.ifModifiedSince], let lastModified, let date = LoaderRoutes.parseHTTPDate(since) {
+        if let since = request.headers[.ifModifiedSince], let lastModified, let date = HTTPDate.parse(since) {
             return lastModified.date.timeIntervalSince1970.rounded(.down) <= date.timeIntervalSince1970
         }
         return false
@@ -82,8 +82,8 @@ enum CacheRoutes {
             var extra = HTTPFields()
             if let vary = query.get("vary") { extra[.vary] = vary }
             if let seconds = query.get("expires", as: Double.self), seconds.isFinite, abs(seconds) < 1e9 {
-                extra[.expires] = LoaderRoutes.httpDate(Date().addingTimeInterval(seconds))
-                extra[.date] = LoaderRoutes.httpDate(Date())
+                extra[.expires] = HTTPDate.format(Date().addingTimeInterval(seconds))
+                extra[.date] = HTTPDate.format(Date())
             } else if let expires = query.get("expires") {
                 extra[.expires] = expires   // as given: "0" and other invalid dates mean "already expired"
             }

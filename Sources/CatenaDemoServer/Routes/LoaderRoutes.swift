@@ -48,7 +48,7 @@ enum LoaderRoutes {
                         headers[.retryAfter] = seconds
                     } else if let text = query.get("retry_after_date") {
                         let ahead = try number(text, named: "retry_after_date", in: -1e9...1e9, default: 0)
-                        headers[.retryAfter] = httpDate(Date().addingTimeInterval(ahead))
+                        headers[.retryAfter] = HTTPDate.format(Date().addingTimeInterval(ahead))
                     }
                     headers[.contentType] = "application/json"
                     return Response(status: .init(code: status), headers: headers,
@@ -171,20 +171,4 @@ enum LoaderRoutes {
         return fields
     }
 
-    static func httpDate(_ date: Date) -> String {
-        imfFixdate().string(from: date)
-    }
-
-    /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), or nil.
-    static func parseHTTPDate(_ text: String) -> Date? {
-        imfFixdate().date(from: text.trimmingCharacters(in: .whitespaces))
-    }
-
-    private static func imfFixdate() -> DateFormatter {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter
-    }
 }

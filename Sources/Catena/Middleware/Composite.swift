@@ -36,25 +36,22 @@ public struct Composite: HTTPLoader {
     }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
-        if let name = request[option: CompositeRoute.self] {
-            guard let route = routes.first(where: { $0.name == name }) else {
-                throw CatenaError(.invalidRequest, request: request, detail: "no composite route named \"\(name)\" (routes: \(routes.map(\.name).joined(separator: ", ")))")
-            }
-            return try await route.loader.load(request)
-        }
-        let loader = routes.first { $0.matches(request) }?.loader ?? fallback
-        return try await loader.load(request)
+        try await loader(for: request).load(request)
     }
 
     public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        try await loader(for: request).stream(request)
+    }
+
+    /// The route `request` names, else the first that matches, else the fallback.
+    private func loader(for request: APIRequest) throws(CatenaError) -> any HTTPLoader {
         if let name = request[option: CompositeRoute.self] {
             guard let route = routes.first(where: { $0.name == name }) else {
                 throw CatenaError(.invalidRequest, request: request, detail: "no composite route named \"\(name)\" (routes: \(routes.map(\.name).joined(separator: ", ")))")
             }
-            return try await route.loader.stream(request)
+            return route.loader
         }
-        let loader = routes.first { $0.matches(request) }?.loader ?? fallback
-        return try await loader.stream(request)
+        return routes.first { $0.matches(request) }?.loader ?? fallback
     }
 
     /// Resets every sub-chain and the fallback, concurrently.

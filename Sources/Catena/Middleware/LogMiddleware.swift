@@ -1,4 +1,5 @@
 public import Logging
+import HTTPTypes
 
 /// Logs every request and its outcome on a swift-log `Logger`, with secrets redacted.
 ///
@@ -34,32 +35,41 @@ public struct LogMiddleware: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        var request = request
-        if !isDefaultRedaction { redaction.added(to: &request) }
+        let request = withRedaction(request)
         guard logger.logLevel <= level else { return try await next.load(request) }
-        // The request's redaction includes what ApplyEnvironment injected above us.
-        let redaction = isDefaultRedaction ? Redaction.effective(for: request) : Redaction.effective(for: request).union(redaction)
+        let redaction = Redaction.effective(for: request)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
-        var metadata: Logger.Metadata = [:]
-        if logsHeaders && !request.headerFields.isEmpty {
-            metadata["headers"] = "\(redaction.describe(request.headerFields))"
-        }
-        logger.log(level: level, "→ \(target)", metadata: metadata)
+        logger.log(level: level, "→ \(target)", metadata: headers(request.headerFields, redaction))
         let start = ContinuousClock.now
         do {
             let response = try await next.load(request)
             let elapsed = ContinuousClock.now - start
-            var metadata: Logger.Metadata = [:]
-            if logsHeaders && !response.headerFields.isEmpty {
-                metadata["headers"] = "\(redaction.describe(response.headerFields))"
-            }
-            logger.log(level: level, "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))", metadata: metadata)
+            logger.log(level: level, "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
+                       metadata: headers(response.headerFields, redaction))
             return response
         } catch {
             let elapsed = ContinuousClock.now - start
-            logger.log(level: level.oneHigher, "✗ \(target): \(error.code)\(error.detail.map { ": \($0)" } ?? "") (\(elapsed.formattedMilliseconds))")
+            logger.log(level: level.oneHigher, "✗ \(target): \(Self.summary(error)) (\(elapsed.formattedMilliseconds))")
             throw error
         }
+    }
+
+    /// `request` carrying this loader's redaction too (the request's own already holds
+    /// what ApplyEnvironment injected above), so an error from below hides the same.
+    private func withRedaction(_ request: APIRequest) -> APIRequest {
+        guard !isDefaultRedaction else { return request }
+        var request = request
+        redaction.added(to: &request)
+        return request
+    }
+
+    private func headers(_ fields: HTTPFields, _ redaction: Redaction) -> Logger.Metadata {
+        guard logsHeaders, !fields.isEmpty else { return [:] }
+        return ["headers": "\(redaction.describe(fields))"]
+    }
+
+    private static func summary(_ error: CatenaError) -> String {
+        "\(error.code)\(error.detail.map { ": \($0)" } ?? "")"
     }
 }
 
@@ -67,10 +77,9 @@ extension LogMiddleware {
     /// Logs a stream's head when it arrives, and its size and duration when its body
     /// ends (or how it failed).
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
-        var request = request
-        if !isDefaultRedaction { redaction.added(to: &request) }
+        let request = withRedaction(request)
         guard logger.logLevel <= level else { return try await next.stream(request) }
-        let redaction = isDefaultRedaction ? Redaction.effective(for: request) : Redaction.effective(for: request).union(redaction)
+        let redaction = Redaction.effective(for: request)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
         logger.log(level: level, "→ \(target) (stream)")
         let start = ContinuousClock.now
@@ -78,19 +87,16 @@ extension LogMiddleware {
         do {
             streamed = try await next.stream(request)
         } catch {
-            logger.log(level: level.oneHigher, "✗ \(target): \(error.code)\(error.detail.map { ": \($0)" } ?? "") (\((ContinuousClock.now - start).formattedMilliseconds))")
+            logger.log(level: level.oneHigher, "✗ \(target): \(Self.summary(error)) (\((ContinuousClock.now - start).formattedMilliseconds))")
             throw error
         }
-        var metadata: Logger.Metadata = [:]
-        if logsHeaders && !streamed.headerFields.isEmpty {
-            metadata["headers"] = "\(redaction.describe(streamed.headerFields))"
-        }
-        logger.log(level: level, "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))", metadata: metadata)
+        logger.log(level: level, "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))",
+                   metadata: headers(streamed.headerFields, redaction))
         let logger = logger, level = level
         streamed.body.whenEnded { bytes, error in
             let elapsed = (ContinuousClock.now - start).formattedMilliseconds
             if let error {
-                logger.log(level: level.oneHigher, "✗ \(target): body ended after \(bytes) bytes: \(error.code)\(error.detail.map { ": \($0)" } ?? "") (\(elapsed))")
+                logger.log(level: level.oneHigher, "✗ \(target): body ended after \(bytes) bytes: \(Self.summary(error)) (\(elapsed))")
             } else {
                 logger.log(level: level, "✓ \(target): body complete, \(bytes) bytes (\(elapsed))")
             }

@@ -66,23 +66,21 @@ struct ServerSentEventParser: Sendable {
     mutating func read(_ bytes: some Sequence<UInt8>, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
         var events: [ServerSentEvent] = []
         do {
-            events = try push(bytes, request: request, into: events)
+            try feed(bytes, into: &events, request: request)
             return (events, nil)
         } catch {
-            return (partial, error)
+            return (events, error)   // an inout keeps what was appended before the throw
         }
     }
 
-    private var partial: [ServerSentEvent] = []
-
     /// The events completed by `bytes`.
     mutating func push(_ bytes: some Sequence<UInt8>, request: APIRequest) throws(CatenaError) -> [ServerSentEvent] {
-        try push(bytes, request: request, into: [])
+        var events: [ServerSentEvent] = []
+        try feed(bytes, into: &events, request: request)
+        return events
     }
 
-    private mutating func push(_ bytes: some Sequence<UInt8>, request: APIRequest, into start: [ServerSentEvent]) throws(CatenaError) -> [ServerSentEvent] {
-        var events = start
-        defer { partial = events }
+    private mutating func feed(_ bytes: some Sequence<UInt8>, into events: inout [ServerSentEvent], request: APIRequest) throws(CatenaError) {
         for byte in bytes {
             if atStart {
                 // Hold back what could be the BOM until it is known not to be.
@@ -98,7 +96,6 @@ struct ServerSentEventParser: Sendable {
             }
             try take(byte, into: &events, request: request)
         }
-        return events
     }
 
     private mutating func take(_ byte: UInt8, into events: inout [ServerSentEvent], request: APIRequest) throws(CatenaError) {

@@ -41,6 +41,21 @@ struct IdentityTests {
         #expect(cache.statistics.hits == 2)
     }
 
+    @Test("callers that differ only by an API-key header get their own cache entries", arguments: TransportKind.allCases)
+    func apiKeysKeptApart(kind: TransportKind) async throws {
+        let key = "identity-apikey-\(kind)-\(UUID().uuidString)"
+        let cache = HTTPCache()
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> cache --> kind.make()
+        let apiKey = HTTPField.Name("X-Api-Key")!
+        for caller in ["key-a", "key-b", "key-a", "key-b"] {
+            var request = try cacheRequest(key, ["max_age": "3600"])
+            request.headerFields[apiKey] = caller
+            #expect(try await chain.load(request).status == .ok)
+        }
+        #expect(try await cacheStats(key).full == 2, "one full answer per API key: key-b was served key-a's entry")
+        #expect(cache.statistics.hits == 2)
+    }
+
     @Test("a fresh entry never answers a download, and a download is never stored", arguments: TransportKind.allCases)
     func downloadsBypass(kind: TransportKind) async throws {
         let key = "identity-download-\(kind)-\(UUID().uuidString)"

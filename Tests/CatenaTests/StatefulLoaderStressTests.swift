@@ -20,8 +20,8 @@ private struct WhoAsked: HTTPLoader {
 /// Runs `work` in a task of its own and reports whether it finished within `limit`.
 /// On a hang it calls `unstick` (a reset that frees waiters) and returns without
 /// awaiting the work, so the test fails instead of hanging.
-private func finishes(within limit: Duration, unstick: @escaping @Sendable () async -> Void,
-                      _ work: @escaping @Sendable () async -> Void) async -> Bool {
+func finishes(within limit: Duration, unstick: @escaping @Sendable () async -> Void = {},
+              _ work: @escaping @Sendable () async -> Void) async -> Bool {
     let done = Catena.Locked(false)
     _ = Task { await work(); done.withLock { $0 = true } }
     let deadline = ContinuousClock.now + limit

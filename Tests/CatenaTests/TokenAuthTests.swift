@@ -38,21 +38,6 @@ private struct FixedClock: RetryClock {
     func sleep(for duration: Duration) async throws {}
 }
 
-/// Runs `body`; true if it ended within `limit`. A body that hangs is left running
-/// (the caller frees it) so a failing test fails instead of hanging.
-private func finishes(within limit: Duration, _ body: @escaping @Sendable () async -> Void) async -> Bool {
-    let done = Catena.Locked(false)
-    let task = Task { await body(); done.withLock { $0 = true } }
-    let clock = ContinuousClock()
-    let deadline = clock.now + limit
-    while clock.now < deadline {
-        if done.withLock({ $0 }) { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    _ = task
-    return done.withLock { $0 }
-}
-
 @Suite("TokenAuth")
 struct TokenAuthTests {
     @Test("reset returns at once while a refresh that ignores cancellation runs, and the waiting request ends cancelled (issue 11, defect 4)")

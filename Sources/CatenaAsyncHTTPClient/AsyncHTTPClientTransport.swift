@@ -150,7 +150,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// Runs `attempt` with the time left, again when it fails before any response head
     /// (most likely on a reused connection that an earlier response left broken; each
     /// such connection closes on its failure), up to ``attemptsBeforeAnyHead`` times.
-    private static func resendingBeforeHead<Answer>(
+    ///
+    /// When such a failure leaves no time for another attempt, the request has timed
+    /// out: it would have been sent again, and the failure (someone else's broken
+    /// connection, drawn after waiting for a free one) is what the error's underlying
+    /// error keeps.
+    static func resendingBeforeHead<Answer>(
         _ request: APIRequest, within left: Duration, _ attempt: (Duration) async throws(CatenaError) -> Answer
     ) async throws(CatenaError) -> Answer {
         let start = ContinuousClock.now
@@ -159,7 +164,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             do throws(CatenaError) {
                 return try await attempt(left - (ContinuousClock.now - start))
             } catch where attempts < attemptsBeforeAnyHead && mayResend(request, after: error) {
-                guard left - (ContinuousClock.now - start) > .zero else { throw error }
+                guard left - (ContinuousClock.now - start) > .zero else {
+                    throw CatenaError(.timedOut, request: request, underlyingError: error,
+                                      detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
+                }
                 attempts += 1
             }
         }

@@ -1,4 +1,5 @@
 import Catena
+@testable import CatenaAsyncHTTPClient
 @testable import CatenaDemoServer
 import Foundation
 import HTTPTypes
@@ -217,5 +218,57 @@ struct CompressionTests {
         #expect(try JSONSerialization.jsonObject(with: plain.body) is [String: Any])
         let small = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))
         #expect(small.headerFields[.contentEncoding] == nil)
+    }
+}
+
+@Suite("AsyncHTTPClient sends again after a failure before the head")
+struct ResendBeforeHeadTests {
+    struct Broken: Error {}
+
+    /// The failure the transport sees when a reused connection's bytes do not parse.
+    static func preHeadFailure(_ request: APIRequest) -> CatenaError {
+        CatenaError(.invalidResponse, request: request, underlyingError: AsyncHTTPClientTransport.PreHeadFailure(error: Broken()),
+                    detail: "the response's framing is broken")
+    }
+
+    @Test("a failure before the head with time left is sent again; the second answer is the answer")
+    func resendsWithTimeLeft() async throws {
+        let request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)
+        let attempts = Locked(0)
+        let answer = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .seconds(5)) { _ throws(CatenaError) -> Int in
+            let attempt = attempts.withLock { $0 += 1; return $0 }
+            if attempt == 1 { throw Self.preHeadFailure(request) }
+            return attempt
+        }
+        #expect(answer == 2)
+    }
+
+    @Test("a failure before the head with no time left is a timeout that keeps the failure; a POST is never sent again")
+    func timeoutWhenNoTimeLeft() async throws {
+        let request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)
+        let attempts = Locked(0)
+        do {
+            _ = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .milliseconds(50)) { _ throws(CatenaError) -> Int in
+                attempts.withLock { $0 += 1 }
+                try? await Task.sleep(for: .milliseconds(100))   // waited for a pooled connection
+                throw Self.preHeadFailure(request)
+            }
+            Issue.record("expected a timeout")
+        } catch {
+            #expect(error.code == .timedOut)
+            #expect(error.underlyingError is CatenaError)
+            #expect(error.detail?.contains("framing is broken") == true, "\(error)")
+        }
+        #expect(attempts.withLock { $0 } == 1)
+
+        let post = APIRequest(.post, url: URL(string: "http://127.0.0.1:9/x")!)
+        do {
+            _ = try await AsyncHTTPClientTransport.resendingBeforeHead(post, within: .seconds(5)) { _ throws(CatenaError) -> Int in
+                throw Self.preHeadFailure(post)
+            }
+            Issue.record("expected the failure")
+        } catch {
+            #expect(error.code == .invalidResponse)
+        }
     }
 }

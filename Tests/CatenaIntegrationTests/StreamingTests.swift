@@ -223,6 +223,75 @@ struct EventStreamIntegrationTests {
         #expect(seen == 3)
     }
 
+    @Test("an event source reconnects through three cut connections with Last-Event-ID and ends on 204: every event exactly once",
+          arguments: TransportKind.allCases)
+    func eventSourceReconnects(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let request = try APIRequest(.get, path: ["api", "events"], query: [
+            URLQueryItem(name: "count", value: "10"), URLQueryItem(name: "interval", value: "0"),
+            URLQueryItem(name: "drop_after", value: "3"), URLQueryItem(name: "retry_ms", value: "20"), URLQueryItem(name: "end", value: "204"),
+        ])
+        let reconnections = Locked<[Reconnection]>([])
+        let source = EventSource(request, loader: chain, policy: ReconnectPolicy(minimumDelay: .milliseconds(10))) { reconnection in
+            reconnections.withLock { $0.append(reconnection) }
+        }
+        var iterator = source.makeAsyncIterator()
+        var events: [ServerSentEvent] = []
+        while let event = try await iterator.next() { events.append(event) }
+        #expect(events.map(\.data) == (1...10).map { "token-\($0)" })
+        #expect(events.map(\.lastEventID) == (1...10).map(String.init))
+        let seen = reconnections.withLock { $0 }
+        // Cut after 3, 6 and 9 (connection lost); the fourth ends cleanly after 10;
+        // the fifth is answered 204.
+        #expect(seen.map(\.lastEventID) == ["3", "6", "9", "10"])
+        #expect(seen.prefix(3).allSatisfy { $0.reason?.code == .connectionLost }, "\(seen.map { $0.reason.map(String.init(describing:)) ?? "closed" })")
+        #expect(seen.last?.reason == nil)
+        #expect(seen.allSatisfy { $0.delay >= .milliseconds(20) && $0.delay < .seconds(1) }, "the server's retry is the wait")
+        #expect(iterator.reconnections == 4)
+    }
+
+    @Test("an event source ends on a refused request at once, and leaving its loop ends the connection", arguments: TransportKind.allCases)
+    func eventSourceEnds(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let refused = try APIRequest(.get, path: ["api", "events"], query: [URLQueryItem(name: "count", value: "-1")])
+        do {
+            for try await _ in EventSource(refused, loader: chain) {}
+            Issue.record("expected the 400 to end the source")
+        } catch {
+            #expect(error.code == .unacceptableStatus)
+            #expect(error.response?.status.code == 400)
+        }
+        let notEvents = try APIRequest(.get, path: ["api", "export.jsonl"], query: [URLQueryItem(name: "count", value: "3")])
+        do {
+            for try await _ in EventSource(notEvents, loader: chain) {}
+            Issue.record("expected a JSON Lines body to end the source")
+        } catch {
+            #expect(error.code == .invalidResponse)
+        }
+        // A long stream, left after two events: the throttle's only slot comes back.
+        let throttled = Throttle(maxInFlight: 1) --> chain
+        let long = try APIRequest(.get, path: ["api", "events"], query: [
+            URLQueryItem(name: "count", value: "100000"), URLQueryItem(name: "interval", value: "0.01"),
+        ])
+        var seen = 0
+        for try await _ in EventSource(long, loader: throttled) {
+            seen += 1
+            if seen == 2 { break }
+        }
+        #expect(seen == 2)
+        // The next call needs the only slot: it gets it soon, or the test fails (and
+        // frees it) instead of hanging.
+        let done = Catena.Locked(false)
+        let next = Task {
+            defer { done.withLock { $0 = true } }
+            return try await throttled.load(try APIRequest(.get, path: ["api", "users", "2"]))
+        }
+        let freed = await Timing.eventually(within: .seconds(3)) { done.withLock { $0 } }
+        #expect(freed, "the slot was still held by the event source whose loop was left")
+        if !freed { next.cancel() }
+        if case .success(let response) = await next.result { #expect(response.status == .ok) }
+    }
+
     struct Row: Decodable, Sendable { let n: Int }
 
     @Test("a JSON Lines export decodes row by row", arguments: TransportKind.allCases)

@@ -52,11 +52,17 @@ struct ServerSentEventParser: Sendable {
     /// The last event ID string: committed at each blank line, so an event cut off
     /// mid-way never moves it (a reconnection asks again from the one before).
     private(set) var lastEventID = ""
-    private var retry: Duration?
+    /// The reconnection time the latest valid `retry` field asked for (it applies at
+    /// once, not at the next event).
+    private(set) var retry: Duration?
 
-    init(maxLineBytes: Int = 1 << 20, maxEventBytes: Int = 4 << 20) {
+    /// A parser whose last event ID starts as `lastEventID`: a reconnected stream goes
+    /// on from the one before (the ID belongs to the event source, not the connection).
+    init(maxLineBytes: Int = 1 << 20, maxEventBytes: Int = 4 << 20, lastEventID: String = "") {
         self.maxLineBytes = maxLineBytes
         self.maxEventBytes = maxEventBytes
+        self.lastEventID = lastEventID
+        self.idBuffer = lastEventID
     }
 
     private static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
@@ -172,10 +178,11 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     let body: ResponseBody
     let request: APIRequest
     let maxEventBytes: Int
+    var lastEventID = ""
 
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(body: body.makeAsyncIterator(), request: request,
-                      parser: ServerSentEventParser(maxLineBytes: maxEventBytes, maxEventBytes: maxEventBytes))
+                      parser: ServerSentEventParser(maxLineBytes: maxEventBytes, maxEventBytes: maxEventBytes, lastEventID: lastEventID))
     }
 
     /// Reads events in order.
@@ -191,6 +198,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         /// The last event ID so far (committed at each blank line), for a
         /// reconnection's `Last-Event-ID`.
         public var lastEventID: String { parser.lastEventID }
+
+        /// The reconnection time the stream's latest `retry` field asked for, if any.
+        public var reconnectionTime: Duration? { parser.retry }
 
         public mutating func next() async throws(CatenaError) -> ServerSentEvent? {
             while index == ready.count {

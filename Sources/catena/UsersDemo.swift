@@ -268,6 +268,12 @@ enum Terminal {
         return ms < 10 ? String(format: "%.2f ms", ms) : String(format: "%.1f ms", ms)
     }
 
+    /// Writes `text` to standard output at once, without a line end.
+    static func write(_ text: String) {
+        print(text, terminator: "")
+        fflush(nil)   // every stream: naming `stdout` is not concurrency-safe in Swift 6
+    }
+
     /// Prints "error: …" on one line to standard error and exits with status 1.
     static func fail(_ message: String) -> Never {
         let line = "error: " + message.replacingOccurrences(of: "\n", with: " ") + "\n"

@@ -273,6 +273,14 @@ extension Client {
     private func transfer<E: Endpoint>(
         _ endpoint: E, attach: @escaping @Sendable (inout APIRequest, @escaping @Sendable (TransferProgress) -> Void) -> Void
     ) -> Transfer<E.Content> {
+        transfer { report throws(CatenaError) in try await perform(endpoint) { attach(&$0, report) }.content }
+    }
+
+    /// Runs `operation` in a task whose progress feeds an AsyncStream and a Foundation
+    /// Progress.
+    func transfer<Content: Sendable>(
+        _ operation: @escaping @Sendable (_ report: @escaping @Sendable (TransferProgress) -> Void) async throws(CatenaError) -> Content
+    ) -> Transfer<Content> {
         let (stream, continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(256))
         let progress = Progress(totalUnitCount: -1)
         let report: @Sendable (TransferProgress) -> Void = { update in
@@ -280,10 +288,10 @@ extension Client {
             if let total = update.total { progress.totalUnitCount = total }
             progress.completedUnitCount = update.completed
         }
-        let task = Task { () async -> Result<E.Content, CatenaError> in
+        let task = Task { () async -> Result<Content, CatenaError> in
             defer { continuation.finish() }
             do throws(CatenaError) {
-                return .success(try await perform(endpoint) { attach(&$0, report) }.content)
+                return .success(try await operation(report))
             } catch {
                 return .failure(error)
             }

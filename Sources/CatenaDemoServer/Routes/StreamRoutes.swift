@@ -66,6 +66,70 @@ enum StreamRoutes {
                 })
         }
 
+        // A file of `size` bytes (see `fileByte`) with a strong ETag and a
+        // Last-Modified, both changed by `POST /api/file/change?key=`; `Range: bytes=N-`
+        // and `If-Range` answer 206 from N (416 past the end). `cut_after` cuts the
+        // connection after that many bytes of a response (of the first `cut_times`
+        // responses for `key`, when given); `no_range=1` ignores ranges (always 200);
+        // `weak=1` sends a weak ETag and no Last-Modified (nothing to resume with).
+        let versions = Locked<[String: Int]>([:])
+        let cuts = Locked<[String: Int]>([:])
+        api.post("file/change") { request, _ in
+            guard let key = request.uri.queryParameters.get("key") else { return Response(status: .badRequest) }
+            versions.withLock { $0[key, default: 1] += 1 }
+            return Response(status: .noContent)
+        }
+        api.get("file") { request, _ in
+            let query = request.uri.queryParameters
+            let size = try wholeNumber(query.get("size"), named: "size", in: 0...(1 << 30), default: 1 << 20)
+            var cutAfter = try wholeNumber(query.get("cut_after"), named: "cut_after", in: 0...(1 << 30), default: 0)
+            let cutTimes = try wholeNumber(query.get("cut_times"), named: "cut_times", in: 0...1_000_000, default: 1_000_000)
+            let key = query.get("key").map { String($0) } ?? ""
+            let version = versions.withLock { $0[key] ?? 1 }
+            if cutAfter > 0, !key.isEmpty {
+                let cutSoFar = cuts.withLock { counts in
+                    defer { counts[key, default: 0] += 1 }
+                    return counts[key] ?? 0
+                }
+                if cutSoFar >= cutTimes { cutAfter = 0 }
+            }
+            let weak = query.get("weak") == "1"
+            let etag = (weak ? "W/" : "") + "\"file-\(size)-v\(version)\""
+            let lastModified = HTTPDate.format(Date(timeIntervalSince1970: 1_700_000_000 + Double(version) * 86_400))
+            var start = 0
+            if query.get("no_range") != "1" {
+                guard let from = rangeStart(request, size: size, etag: etag, lastModified: lastModified) else {
+                    return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(size)", .contentLength: "0"])
+                }
+                start = from
+            }
+            var headers: HTTPFields = [.contentType: "application/octet-stream", .eTag: etag, .acceptRanges: "bytes"]
+            if !weak { headers[.lastModified] = lastModified }
+            if start > 0 { headers[.contentRange] = "bytes \(start)-\(size - 1)/\(size)" }
+            let from = start
+            let cut = cutAfter
+            return Response(
+                status: start > 0 ? .partialContent : .ok, headers: headers,
+                body: .init(contentLength: size - from) { writer in
+                    var position = from
+                    var sent = 0
+                    while position < size {
+                        var step = min(64 * 1024, size - position)
+                        if cut > 0 { step = min(step, cut - sent) }
+                        // The pattern repeats every 251 bytes: slice it out of one long run.
+                        let phase = position % 251
+                        try await writer.write(filePattern.getSlice(at: phase, length: step)!)
+                        position += step
+                        sent += step
+                        if cut > 0, sent >= cut, position < size {
+                            try await Task.sleep(for: .milliseconds(50))
+                            throw DroppedOnPurpose()
+                        }
+                    }
+                    try await writer.finish(nil)
+                })
+        }
+
         // `application/jsonl`: `count` lines `{"n":1}` … in chunks of `per_chunk` lines.
         api.get("export.jsonl") { request, _ in
             let query = request.uri.queryParameters
@@ -88,6 +152,27 @@ enum StreamRoutes {
         }
     }
 
+    /// Byte `index` of every `/api/file`: a pattern a test can check at any offset.
+    static func fileByte(_ index: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: (index % 251 * 31 + 7) % 251)
+    }
+
+    /// 64 KiB of the pattern and one period more, so any 64 KiB step is one slice.
+    static let filePattern = ByteBuffer(bytes: (0..<(64 * 1024 + 251)).map(fileByte))
+
+    /// The answer to a `Range: bytes=N-` request for a file of `size` bytes whose
+    /// validators are `etag` and `lastModified`: the offset to send from (0 for the
+    /// whole file), or nil when the range cannot be satisfied.
+    static func rangeStart(_ request: Request, size: Int, etag: String, lastModified: String) -> Int? {
+        guard let range = request.headers[.range] else { return 0 }
+        // Only the one form a resumed download sends; anything else gets the whole file.
+        guard range.hasPrefix("bytes="), range.hasSuffix("-"), let start = Int(range.dropFirst(6).dropLast()), start >= 0 else { return 0 }
+        if let ifRange = request.headers[HTTPField.Name("If-Range")!], ifRange != etag, ifRange != lastModified {
+            return 0   // the file changed: all of it
+        }
+        guard start < size else { return nil }
+        return start
+    }
     /// Ends a response body without its end: the connection is cut.
     struct DroppedOnPurpose: Error {}
 }

@@ -1,0 +1,155 @@
+@testable import Catena
+@testable import CatenaDemoServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// The demo server's `/api/file`, to a file.
+struct FileDownload: DownloadEndpoint {
+    let destination: URL
+    var size = 1 << 20
+    var cutAfter = 0
+    var cutTimes: Int?
+    var key = uniqueKey()
+    var extra: [URLQueryItem] = []
+
+    func makeRequest() throws -> APIRequest {
+        var query = [URLQueryItem(name: "size", value: String(size)), URLQueryItem(name: "cut_after", value: String(cutAfter)),
+                     URLQueryItem(name: "key", value: key)]
+        if let cutTimes { query.append(URLQueryItem(name: "cut_times", value: String(cutTimes))) }
+        return try .get("api", "file", query: query + extra)
+    }
+}
+
+/// Passes requests on and records what went out and the status that came back.
+struct Recorder: HTTPLoader {
+    let next: any HTTPLoader
+    let seen = Locked<[(range: String?, ifRange: String?, status: Int?)]>([])
+
+    func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        try await stream(request).collect()
+    }
+
+    func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        let index = seen.withLock { seen in
+            seen.append((request.headerFields[.range], request.headerFields[HTTPField.Name("If-Range")!], nil))
+            return seen.count - 1
+        }
+        let response = try await next.stream(request)
+        seen.withLock { $0[index].status = response.status.code }
+        return response
+    }
+}
+
+@Suite("Resumable downloads")
+struct ResumableDownloadTests {
+    func temporaryFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("catena-resume-\(UUID().uuidString)")
+    }
+
+    static func expected(_ size: Int) -> Data {
+        Data((0..<size).map(StreamRoutes.fileByte))
+    }
+
+    func leftovers(beside file: URL) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: file.deletingLastPathComponent().path)) ?? []
+        return names.filter { $0.hasPrefix(".\(file.lastPathComponent)") }
+    }
+
+    func progress(of transfer: Transfer<URL>) -> Task<[TransferProgress], Never> {
+        Task { var seen: [TransferProgress] = []; for await update in transfer.progress { seen.append(update) }; return seen }
+    }
+
+    @Test("a download cut twice continues with Range and If-Range from the bytes on disk; progress counts on from there",
+          arguments: TransportKind.allCases)
+    func resumesWithinACall(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let recorder = Recorder(next: try await kind.chain())
+        let transfer = Client(recorder).resumableDownload(FileDownload(destination: file, cutAfter: 400_000),
+                                                          policy: ResumePolicy(delay: .milliseconds(10)))
+        let updates = progress(of: transfer)
+        #expect(try await transfer.value() == file)
+        #expect(try Data(contentsOf: file) == Self.expected(1 << 20))
+        #expect(leftovers(beside: file).isEmpty)
+        let sent = recorder.seen.withLock { $0 }
+        #expect(sent.map(\.range) == [nil, "bytes=400000-", "bytes=800000-"])
+        #expect(sent.map(\.status) == [200, 206, 206])
+        #expect(sent.dropFirst().allSatisfy { $0.ifRange == "\"file-1048576-v1\"" })
+        let seen = await updates.value
+        #expect(seen.last == TransferProgress(completed: 1 << 20, total: 1 << 20))
+        #expect(seen.contains(TransferProgress(completed: 400_000, total: 1 << 20)), "the second request starts at the bytes on disk")
+        #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.completed <= $1.completed }, "progress never goes back")
+    }
+
+    @Test("a failed call leaves its bytes for the next, which goes on from them", arguments: TransportKind.allCases)
+    func resumesAcrossCalls(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let recorder = Recorder(next: try await kind.chain())
+        let client = Client(recorder)
+        let endpoint = FileDownload(destination: file, cutAfter: 600_000)
+        let first = client.resumableDownload(endpoint, policy: ResumePolicy(attempts: 0))
+        await #expect(throws: CatenaError.self) { try await first.value() }
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        #expect(leftovers(beside: file).count == 2, "the bytes and their validator stay: \(leftovers(beside: file))")
+        #expect(try await client.resumableDownload(endpoint, policy: ResumePolicy(attempts: 0)).value() == file)
+        #expect(try Data(contentsOf: file) == Self.expected(1 << 20))
+        #expect(recorder.seen.withLock { $0.map(\.status) } == [200, 206])
+        #expect(leftovers(beside: file).isEmpty)
+    }
+
+    @Test("a 200 instead of a 206 (ranges ignored, or the file changed) starts over cleanly", arguments: TransportKind.allCases)
+    func startsOver(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        // A server that ignores ranges.
+        let ignored = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: ignored) }
+        let recorder = Recorder(next: chain)
+        let transfer = Client(recorder).resumableDownload(
+            FileDownload(destination: ignored, cutAfter: 300_000, cutTimes: 1, extra: [URLQueryItem(name: "no_range", value: "1")]),
+            policy: ResumePolicy(delay: .milliseconds(10)))
+        let updates = progress(of: transfer)
+        _ = try await transfer.value()
+        #expect(try Data(contentsOf: ignored) == Self.expected(1 << 20))
+        #expect(recorder.seen.withLock { $0.map(\.range) } == [nil, "bytes=300000-"])
+        #expect(recorder.seen.withLock { $0.map(\.status) } == [200, 200])
+        #expect(await updates.value.last == TransferProgress(completed: 1 << 20, total: 1 << 20))
+
+        // The file changed between the calls: If-Range no longer matches.
+        let changed = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: changed) }
+        let key = uniqueKey()
+        let client = Client(chain)
+        let endpoint = FileDownload(destination: changed, cutAfter: 300_000, cutTimes: 1, key: key)
+        await #expect(throws: CatenaError.self) { try await client.resumableDownload(endpoint, policy: ResumePolicy(attempts: 0)).value() }
+        _ = try await chain.load(try APIRequest(.post, path: ["api", "file", "change"], query: [URLQueryItem(name: "key", value: key)]))
+        let second = Recorder(next: chain)
+        _ = try await Client(second).resumableDownload(endpoint).value()
+        #expect(try Data(contentsOf: changed) == Self.expected(1 << 20))
+        #expect(second.seen.withLock { $0.map(\.status) } == [200])
+        #expect(second.seen.withLock { $0.first?.ifRange } == "\"file-1048576-v1\"")
+    }
+
+    @Test("without a strong validator nothing is resumed: the failure is the answer", arguments: TransportKind.allCases)
+    func noValidator(kind: TransportKind) async throws {
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let recorder = Recorder(next: try await kind.chain())
+        let transfer = Client(recorder).resumableDownload(
+            FileDownload(destination: file, cutAfter: 300_000, extra: [URLQueryItem(name: "weak", value: "1")]),
+            policy: ResumePolicy(delay: .milliseconds(10)))
+        let error = await #expect(throws: CatenaError.self) { try await transfer.value() }
+        #expect(error?.code == .connectionLost)
+        #expect(recorder.seen.withLock { $0.count } == 1)
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+    }
+
+    @Test("Content-Range is read without trusting it", arguments: [
+        ("bytes 0-9/10", true), ("bytes 5-9/*", true), ("bytes 9-5/10", false), ("bytes 0-10/10", false), ("bytes -5/10", false),
+        ("bytes 0-9", false), ("items 0-9/10", false), ("bytes 0-99999999999999999999/1", false), ("bytes +1-9/10", false), ("", false),
+    ])
+    func contentRange(value: String, valid: Bool) {
+        #expect((ResumableFile.contentRange(value) != nil) == valid, "\(value)")
+    }
+}

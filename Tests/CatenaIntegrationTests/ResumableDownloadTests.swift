@@ -73,13 +73,26 @@ struct ResumableDownloadTests {
         #expect(try Data(contentsOf: file) == Self.expected(1 << 20))
         #expect(leftovers(beside: file).isEmpty)
         let sent = recorder.seen.withLock { $0 }
-        #expect(sent.map(\.range) == [nil, "bytes=400000-", "bytes=800000-"])
         #expect(sent.map(\.status) == [200, 206, 206])
         #expect(sent.dropFirst().allSatisfy { $0.ifRange == "\"file-1048576-v1\"" })
+        // Each range starts where the bytes on disk ended: at most where the server
+        // cut (a transport may lose what it held when the connection failed;
+        // AsyncHTTPClient does).
+        let offsets = sent.compactMap { $0.range.flatMap { Self.rangeStart($0) } }
+        #expect(offsets.count == 2 && 0 < offsets[0] && offsets[0] <= 400_000 && offsets[0] < offsets[1] && offsets[1] <= offsets[0] + 400_000,
+                "\(sent.map(\.range))")
         let seen = await updates.value
         #expect(seen.last == TransferProgress(completed: 1 << 20, total: 1 << 20))
-        #expect(seen.contains(TransferProgress(completed: 400_000, total: 1 << 20)), "the second request starts at the bytes on disk")
+        for offset in offsets {
+            #expect(seen.contains(TransferProgress(completed: Int64(offset), total: 1 << 20)), "a resumed request reports its start, \(offset), first")
+        }
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.completed <= $1.completed }, "progress never goes back")
+    }
+
+    /// N of `bytes=N-`.
+    static func rangeStart(_ range: String) -> Int? {
+        guard range.hasPrefix("bytes="), range.hasSuffix("-") else { return nil }
+        return Int(range.dropFirst(6).dropLast())
     }
 
     @Test("a failed call leaves its bytes for the next, which goes on from them", arguments: TransportKind.allCases)
@@ -88,7 +101,7 @@ struct ResumableDownloadTests {
         defer { try? FileManager.default.removeItem(at: file) }
         let recorder = Recorder(next: try await kind.chain())
         let client = Client(recorder)
-        let endpoint = FileDownload(destination: file, cutAfter: 600_000)
+        let endpoint = FileDownload(destination: file, cutAfter: 600_000, cutTimes: 1)
         let first = client.resumableDownload(endpoint, policy: ResumePolicy(attempts: 0))
         await #expect(throws: CatenaError.self) { try await first.value() }
         #expect(!FileManager.default.fileExists(atPath: file.path))
@@ -112,7 +125,7 @@ struct ResumableDownloadTests {
         let updates = progress(of: transfer)
         _ = try await transfer.value()
         #expect(try Data(contentsOf: ignored) == Self.expected(1 << 20))
-        #expect(recorder.seen.withLock { $0.map(\.range) } == [nil, "bytes=300000-"])
+        #expect(recorder.seen.withLock { $0.map { $0.range.flatMap(Self.rangeStart) != nil } } == [false, true])
         #expect(recorder.seen.withLock { $0.map(\.status) } == [200, 200])
         #expect(await updates.value.last == TransferProgress(completed: 1 << 20, total: 1 << 20))
 

@@ -90,6 +90,6 @@ struct StreamingEndpointTests {
         var all: [String] = []
         for try await event in source { all.append(event.data) }
         #expect(all == (1...9).map { "token-\($0)" })
-        #expect(reconnections.withLock { $0 } == 3, "cut after 4 and 8, closed after 9, then 204")
+        #expect(reconnections.withLock { $0 } >= 3, "cut after 4 and 8 (or earlier), closed after 9, then 204")
     }
 }

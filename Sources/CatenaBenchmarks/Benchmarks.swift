@@ -32,7 +32,7 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    var sections: Set<String> = ["http", "operations", "cache", "soak"]
+    var sections: Set<String> = ["http", "operations", "cache", "soak", "stream"]
     /// Calls per transport in the soak.
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
@@ -49,9 +49,9 @@ struct Settings {
             case ("--in-flight", let value?): inFlight = value
             case ("--soak-requests", let value?): soakRequests = value
             case ("--soak-row", let value?): soakRow = value
-            case ("--only", _) where text.map(["http", "operations", "cache", "soak"].contains) == true: sections = [text!]
+            case ("--only", _) where text.map(["http", "operations", "cache", "soak", "stream"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|operations|cache|soak]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|operations|cache|soak|stream]")
                 exit(2)
             }
         }
@@ -231,6 +231,9 @@ enum Benchmarks {
         }
         if settings.sections.contains("cache") {
             try await cacheBenchmark(base: base, rounds: max(3, settings.rounds / 5))
+        }
+        if settings.sections.contains("stream") {
+            try await streamBenchmark(base: base, rounds: max(3, settings.rounds / 3))
         }
         if settings.sections.contains("soak") {
             try await soakBenchmark(base: base, requests: settings.soakRequests, row: settings.soakRow)

@@ -36,7 +36,7 @@ public struct ServerSentEvent: Sendable, Hashable {
 ///
 /// Bounded: a line over `maxLineBytes` or an event whose data exceeds `maxEventBytes`
 /// fails with ``CatenaError/Code/invalidResponse``.
-struct ServerSentEventParser: Sendable {
+package struct ServerSentEventParser: Sendable {
     let maxLineBytes: Int
     let maxEventBytes: Int
 
@@ -58,7 +58,7 @@ struct ServerSentEventParser: Sendable {
 
     /// A parser whose last event ID starts as `lastEventID`: a reconnected stream goes
     /// on from the one before (the ID belongs to the event source, not the connection).
-    init(maxLineBytes: Int = 1 << 20, maxEventBytes: Int = 4 << 20, lastEventID: String = "") {
+    package init(maxLineBytes: Int = 1 << 20, maxEventBytes: Int = 4 << 20, lastEventID: String = "") {
         self.maxLineBytes = maxLineBytes
         self.maxEventBytes = maxEventBytes
         self.lastEventID = lastEventID
@@ -69,7 +69,7 @@ struct ServerSentEventParser: Sendable {
 
     /// The events completed by `bytes`, and the error that stopped the reading, if
     /// any (the events before it are still returned).
-    mutating func read(_ bytes: some Sequence<UInt8>, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
+    package mutating func read(_ bytes: some Sequence<UInt8>, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
         var events: [ServerSentEvent] = []
         do {
             try feed(bytes, into: &events, request: request)

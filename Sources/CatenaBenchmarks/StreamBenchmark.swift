@@ -1,0 +1,157 @@
+import AsyncHTTPClient
+import Catena
+import CatenaAsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOFoundationCompat
+
+/// The highest resident memory seen while `body` runs, sampled every 20 ms.
+func peakResident<T: Sendable>(_ body: () async throws -> T) async rethrows -> (T, Int) {
+    let peak = Locked(residentBytes())
+    let sampler = Task {
+        while !Task.isCancelled {
+            let now = residentBytes()
+            peak.withLock { $0 = max($0, now) }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+    defer { sampler.cancel() }
+    let value = try await body()
+    return (value, peak.withLock { $0 })
+}
+
+/// Streaming through the chain against raw AsyncHTTPClient reading the same body:
+/// 1 GiB of bytes, and server-sent events decoded with the same parser. Then 1,000
+/// event streams held open at once through one chain.
+func streamBenchmark(base: URL, rounds: Int) async throws {
+    let environment = ServerEnvironment(baseURL: base)!
+    let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+    let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }) --> Throttle(maxInFlight: 64)
+        --> AsyncHTTPClientTransport(client: client, decodesCompression: true)
+
+    // 1 GiB of bytes.
+    let size = 1 << 30
+    let path = ["api", "file"]
+    let query = [URLQueryItem(name: "size", value: String(size))]
+    let rawURL = base.appending(path: "api/file").appending(queryItems: query).absoluteString
+    let raw: @Sendable () async throws -> Int = {
+        let response = try await client.execute(HTTPClientRequest(url: rawURL), timeout: .seconds(600))
+        var count = 0
+        for try await chunk in response.body { count += chunk.readableBytes }
+        return count
+    }
+    let catena: @Sendable () async throws -> Int = {
+        let response = try await chain.stream(try APIRequest(.get, path: path, query: query))
+        var count = 0
+        for try await chunk in response.body { count += chunk.count }
+        return count
+    }
+    var rawRates: [Double] = [], catenaRates: [Double] = [], ratios: [Double] = []
+    var rawPeak = 0, catenaPeak = 0
+    let baseline = residentBytes()
+    for round in 0..<rounds {
+        var rates: [String: Double] = [:]
+        for (name, run) in round % 2 == 0 ? [("raw", raw), ("catena", catena)] : [("catena", catena), ("raw", raw)] {
+            let start = ContinuousClock.now
+            let (count, peak) = try await peakResident(run)
+            guard count == size else { throw BenchmarkError.status(count) }
+            rates[name] = Double(size) / (ContinuousClock.now - start).seconds / 1e6
+            if name == "raw" { rawPeak = max(rawPeak, peak) } else { catenaPeak = max(catenaPeak, peak) }
+        }
+        rawRates.append(rates["raw"]!)
+        catenaRates.append(rates["catena"]!)
+        ratios.append(rates["catena"]! / rates["raw"]!)
+    }
+    print()
+    print("| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | peak resident MB (process, server included) | Catena / raw |")
+    print("|---|---:|---:|---:|")
+    print("| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(rawRates), 0)) | \(format(Double(rawPeak) / 1e6, 0)) | |")
+    print("| `chain.stream` (environment, log, throttle, transport) | \(format(median(catenaRates), 0)) | \(format(Double(catenaPeak) / 1e6, 0)) | **\(format(median(ratios), 3)) ×** (\(format(ratios.min()!, 2))–\(format(ratios.max()!, 2))) |")
+    print("| resident before the first round | | \(format(Double(baseline) / 1e6, 0)) | |")
+
+    // Server-sent events: 100,000 small events, decoded.
+    let events = 100_000
+    let eventQuery = [URLQueryItem(name: "count", value: String(events)), URLQueryItem(name: "interval", value: "0")]
+    let eventURL = base.appending(path: "api/events").appending(queryItems: eventQuery).absoluteString
+    let placeholder = try APIRequest(urlString: eventURL)
+    let rawEvents: @Sendable () async throws -> Int = {
+        let response = try await client.execute(HTTPClientRequest(url: eventURL), timeout: .seconds(600))
+        var parser = ServerSentEventParser()
+        var count = 0
+        for try await chunk in response.body {
+            let (decoded, error) = parser.read(chunk.readableBytesView, request: placeholder)
+            if let error { throw error }
+            count += decoded.count
+        }
+        return count
+    }
+    let catenaEvents: @Sendable () async throws -> Int = {
+        var count = 0
+        for try await _ in try await chain.stream(try APIRequest(.get, path: ["api", "events"], query: eventQuery)).serverSentEvents() { count += 1 }
+        return count
+    }
+    var eventRatios: [Double] = [], rawEventRates: [Double] = [], catenaEventRates: [Double] = []
+    for round in 0..<rounds {
+        var rates: [String: Double] = [:]
+        for (name, run) in round % 2 == 0 ? [("raw", rawEvents), ("catena", catenaEvents)] : [("catena", catenaEvents), ("raw", rawEvents)] {
+            let start = ContinuousClock.now
+            guard try await run() == events else { throw BenchmarkError.status(-2) }
+            rates[name] = Double(events) / (ContinuousClock.now - start).seconds
+        }
+        rawEventRates.append(rates["raw"]!)
+        catenaEventRates.append(rates["catena"]!)
+        eventRatios.append(rates["catena"]! / rates["raw"]!)
+    }
+    print()
+    print("| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median | Catena / raw |")
+    print("|---|---:|---:|")
+    print("| raw `HTTPClient.execute` + Catena's event parser on each chunk | \(format(median(rawEventRates), 0)) | |")
+    print("| `chain.stream(…).serverSentEvents()` | \(format(median(catenaEventRates), 0)) | **\(format(median(eventRatios), 3)) ×** (\(format(eventRatios.min()!, 2))–\(format(eventRatios.max()!, 2))) |")
+
+    try await client.shutdown()
+    try await manyStreams(base: base)
+}
+
+/// 1,000 event streams open at once through one chain, each sending its first event
+/// after 3 s and its second 3 s later: resident memory per open, idle stream.
+func manyStreams(base: URL) async throws {
+    let streams = 1_000
+    var configuration = AsyncHTTPClientTransport.defaultConfiguration
+    configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = streams
+    let transport = AsyncHTTPClientTransport(configuration: configuration, timeout: .seconds(60))
+    let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> transport
+    let request = try APIRequest(.get, path: ["api", "events"], query: [
+        URLQueryItem(name: "count", value: "2"), URLQueryItem(name: "interval", value: "3"),
+    ])
+    let before = residentBytes()
+    let opened = Locked(0)
+    let start = ContinuousClock.now
+    let (delivered, idle) = try await withThrowingTaskGroup(of: Int.self) { group -> (Int, Int) in
+        for _ in 0..<streams {
+            group.addTask {
+                let response = try await chain.stream(request)
+                opened.withLock { $0 += 1 }
+                var count = 0
+                for try await _ in response.serverSentEvents() { count += 1 }
+                return count
+            }
+        }
+        // Every head is in and no event has come yet: the streams are idle.
+        while opened.withLock({ $0 }) < streams, ContinuousClock.now - start < .seconds(2.5) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let idle = residentBytes()
+        var delivered = 0
+        for try await count in group { delivered += count }
+        return (delivered, idle)
+    }
+    try await transport.shutdown()
+    let open = opened.withLock { $0 }
+    print()
+    print("| \(streams) event streams open at once (AsyncHTTPClient, one chain) | value |")
+    print("|---|---:|")
+    print("| streams open before the first event | \(open) |")
+    print("| events delivered (2 per stream) | \(delivered) of \(streams * 2) |")
+    print("| resident memory per open idle stream (client and in-process server) | **\(format(Double(idle - before) / Double(streams) / 1024, 1)) KB** |")
+}

@@ -109,6 +109,7 @@ let package = Package(
             name: "CatenaIntegrationTests",
             dependencies: [
                 "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -465,6 +465,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         case .deadlineExceeded, .readTimeout, .writeTimeout:
             code = .timedOut
             detail = "no complete answer within \(timeout)"
+        case .getConnectionFromPoolTimeout:
+            code = .timedOut
+            detail = "no free connection to the host within the client's connection timeout: every pooled connection was busy "
+                + "(raise HTTPClient.Configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit, or send fewer at once)"
         case .connectTimeout:
             code = .cannotConnect
             detail = "connect timed out"

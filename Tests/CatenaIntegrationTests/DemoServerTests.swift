@@ -157,7 +157,7 @@ struct DemoServerTests {
         let server = try await DemoServer.start()
         #expect(server.port > 0)
         #expect(server.baseURL.absoluteString == "http://127.0.0.1:\(server.port)")
-        let transport = AsyncHTTPClientTransport()
+        let transport = AsyncHTTPClientTransport.forTests()
         let response = try await transport.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "users", "1"]))
         #expect(response.status == .ok)
         await server.stop()

@@ -9,8 +9,9 @@ import Testing
 /// Records every wait instead of sleeping.
 final class VirtualClock: RetryClock {
     private let sleeps = Locked<[Duration]>([])
-    let start = Date()
-    func now() -> Date { start }
+    /// The real time: only Retry-After dates read it, and they were made by the server
+    /// from the real time (a frozen start would add the test's own duration to the wait).
+    func now() -> Date { Date() }
     func sleep(for duration: Duration) async throws {
         try Task.checkCancellation()
         sleeps.withLock { $0.append(duration) }
@@ -54,7 +55,7 @@ struct ValidateTests {
     @Test("unacceptable statuses and content types fail with the response; a request can widen what it accepts")
     func validate() async throws {
         let env = try await TestServer.environment()
-        let chain = ApplyEnvironment(env) --> Validate(Acceptance(contentTypes: ["application/json"])) --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(env) --> Validate(Acceptance(contentTypes: ["application/json"])) --> AsyncHTTPClientTransport.forTests()
 
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "users", "1"])).status == .ok)
 
@@ -80,7 +81,7 @@ struct ThrottleTests {
     @Test("the server never sees more than the limit in flight; opted-out requests pass")
     func peakEqualsLimit() async throws {
         let key = uniqueKey()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> Throttle(maxInFlight: 3) --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> Throttle(maxInFlight: 3) --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
             for _ in 0..<12 { group.addTask { try await chain.load(try holdRequest(key)).status } }
             for try await status in group { #expect(status == .ok) }
@@ -107,7 +108,7 @@ struct ThrottleTests {
     func cancelWhileQueued() async throws {
         let key = uniqueKey()
         let throttle = Throttle(maxInFlight: 1)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport.forTests()
         // The slot frees about 4 s after the cancel: leaving within 2 s proves the queue
         // did not wait for it, with room for a loaded machine.
         let first = Task { try await chain.load(try holdRequest(key, hold: Timing.stretch(4))) }
@@ -130,7 +131,7 @@ extension ThrottleTests {
     func resetFailsWaiters() async throws {
         let key = uniqueKey()
         let throttle = Throttle(maxInFlight: 1)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport.forTests()
         let running = Task { try await chain.load(try holdRequest(key, hold: 0.5)) }
         try await Task.sleep(for: .milliseconds(100))
         let waiters = (0..<3).map { _ in Task { try await chain.load(try holdRequest(key)) } }
@@ -158,7 +159,7 @@ struct RetryTests {
     struct Call: Decodable { let call: Int }
 
     func chain(_ strategy: RetryStrategy = RetryStrategy(jitter: false), clock: VirtualClock, counter: Counter = Counter()) async throws -> some HTTPLoader {
-        ApplyEnvironment(try await TestServer.environment()) --> Retry(strategy, clock: clock) --> counter --> AsyncHTTPClientTransport()
+        ApplyEnvironment(try await TestServer.environment()) --> Retry(strategy, clock: clock) --> counter --> AsyncHTTPClientTransport.forTests()
     }
 
     @Test("each retryable status is retried with exponential backoff", arguments: [408, 429, 500, 502, 503, 504])
@@ -202,7 +203,9 @@ struct RetryTests {
         let date = VirtualClock()
         #expect(try await chain(clock: date).load(try flaky(uniqueKey(), failures: 1, status: 503, extra: [URLQueryItem(name: "retry_after_date", value: "30")])).status == .ok)
         let wait = try #require(date.waits.first)
-        #expect(wait >= .seconds(28) && wait <= .seconds(32), "waited \(wait)")
+        // 30 s after the server wrote the date (to the second), less the time the
+        // answer took to arrive and be read (seconds under ThreadSanitizer).
+        #expect(wait >= .seconds(30) - Timing.stretch(.seconds(2)) && wait <= .seconds(31), "waited \(wait)")
 
         let tooLong = VirtualClock()
         let counter = Counter()
@@ -218,7 +221,7 @@ struct RetryTests {
         let uppers = Locked<[Double]>([])
         let chain = ApplyEnvironment(try await TestServer.environment())
             --> Retry(.standard, clock: clock) { upper in uppers.withLock { $0.append(upper) }; return upper / 2 }
-            --> AsyncHTTPClientTransport()
+            --> AsyncHTTPClientTransport.forTests()
         #expect(try await chain.load(try flaky(uniqueKey(), failures: 2)).status == .ok)
         #expect(uppers.withLock { $0 } == [0.2, 0.4])
         #expect(clock.waits == [.milliseconds(100), .milliseconds(200)])
@@ -229,7 +232,7 @@ struct RetryTests {
         let port = try await TestServer.closedPort()
         let clock = VirtualClock()
         let counter = Counter()
-        let chain = Retry(RetryStrategy(jitter: false), clock: clock) --> counter --> AsyncHTTPClientTransport()
+        let chain = Retry(RetryStrategy(jitter: false), clock: clock) --> counter --> AsyncHTTPClientTransport.forTests()
         let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, urlString: "http://127.0.0.1:\(port)/")) }
         #expect(error?.code == .cannotConnect)
         #expect(counter.count.load(ordering: .relaxed) == 3)
@@ -278,7 +281,7 @@ struct RetryTests {
         }
         let clock = SignallingClock()
         let chain = ApplyEnvironment(try await TestServer.environment())
-            --> Retry(RetryStrategy(baseDelay: .seconds(30), jitter: false), clock: clock) --> AsyncHTTPClientTransport()
+            --> Retry(RetryStrategy(baseDelay: .seconds(30), jitter: false), clock: clock) --> AsyncHTTPClientTransport.forTests()
         let task = Task { try await chain.load(try flaky(uniqueKey(), failures: 1)) }
         #expect(await Timing.eventually { clock.waiting.withLock { $0 } }, "the retry began its backoff")
         let cancelledAt = ContinuousClock.now
@@ -295,21 +298,21 @@ struct AuthTests {
     func oauth() async throws -> OAuth2PasswordFlow {
         let base = try await TestServer.running().baseURL
         return OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-                                  loader: AsyncHTTPClientTransport())
+                                  loader: AsyncHTTPClientTransport.forTests())
     }
 
     func expire(_ token: String) async throws {
         let base = try await TestServer.running().baseURL
-        _ = try await AsyncHTTPClientTransport().load(APIRequest(.post, url: base.appending(path: "oauth/expire"), body: .form([(name: "token", value: token)])))
+        _ = try await AsyncHTTPClientTransport.forTests().load(APIRequest(.post, url: base.appending(path: "oauth/expire"), body: .form([(name: "token", value: token)])))
     }
 
     @Test("basic auth reaches the configured host, and only that host")
     func basicAuth() async throws {
         let server = try await TestServer.running()
-        let chain = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains")) --> AsyncHTTPClientTransport()
+        let chain = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains")) --> AsyncHTTPClientTransport.forTests()
         #expect(try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .ok)
 
-        let wrong = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope")) --> AsyncHTTPClientTransport()
+        let wrong = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope")) --> AsyncHTTPClientTransport.forTests()
         #expect(try await wrong.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .unauthorized)
 
         var perRequest = try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])
@@ -341,7 +344,7 @@ struct AuthTests {
     func oauthFlow() async throws {
         let env = try await TestServer.environment()
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
-        let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport.forTests()
         let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).validateStatus().decode(Me.self)
         #expect(me.email == "eve.holt@reqres.in")
         #expect(auth.refreshCount == 1)
@@ -357,7 +360,7 @@ struct AuthTests {
     func refreshWithValidationBelow() async throws {
         let env = try await TestServer.environment()
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
-        let chain = ApplyEnvironment(env) --> auth --> Validate() --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(env) --> auth --> Validate() --> AsyncHTTPClientTransport.forTests()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"]))
         try await expire(try #require(auth.currentToken).accessToken)
         let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).decode(Me.self)
@@ -369,7 +372,7 @@ struct AuthTests {
     func singleFlightRefresh() async throws {
         let env = try await TestServer.environment()
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
-        let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport.forTests()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).validateStatus()
         try await expire(try #require(auth.currentToken).accessToken)
 
@@ -392,11 +395,11 @@ struct AuthTests {
             refreshes.add(1, ordering: .relaxed)
             // Long enough that every one of the 20 401s arrives while it runs, also on a
             // loaded machine (a 401 after a failed refresh rightly tries a new one).
-            try await Task.sleep(for: .seconds(1))
+            try await Task.sleep(for: Timing.stretch(.seconds(1)))
             throw RefreshDenied()
         }
         let counter = Counter()
-        let chain = ApplyEnvironment(env) --> auth --> counter --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(env) --> auth --> counter --> AsyncHTTPClientTransport.forTests()
         let errors = try await withThrowingTaskGroup(of: CatenaError?.self) { group in
             for _ in 0..<20 {
                 group.addTask {
@@ -449,7 +452,7 @@ struct ResetTests {
     func resetInFlight() async throws {
         let resetGuard = ResetGuard()
         let slow = SlowReset()
-        let chain = resetGuard --> ApplyEnvironment(try await TestServer.environment()) --> slow --> AsyncHTTPClientTransport()
+        let chain = resetGuard --> ApplyEnvironment(try await TestServer.environment()) --> slow --> AsyncHTTPClientTransport.forTests()
         let slowRequest = try APIRequest(.get, path: ["api", "users", "1"], query: [URLQueryItem(name: "delay", value: "10")])
         let tasks = (0..<100).map { _ in Task { try await chain.load(slowRequest) } }
         try await Task.sleep(for: .milliseconds(300))
@@ -474,7 +477,7 @@ struct ResetTests {
     func resetDropsToken() async throws {
         let env = try await TestServer.environment()
         let auth = TokenAuth(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: UUID().uuidString) }
-        let chain = ResetGuard() --> ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport()
+        let chain = ResetGuard() --> ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport.forTests()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "echo"]))
         #expect(auth.refreshCount == 1)
         await chain.reset()
@@ -528,7 +531,7 @@ struct DeduplicateTests {
     @Test("10 identical GETs make one transport call; each caller gets its own response")
     func tenBecomeOne() async throws {
         let key = uniqueKey()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> Deduplicate() --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> Deduplicate() --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
             for _ in 0..<10 { group.addTask { try await chain.load(try shared(key)).status } }
             var count = 0
@@ -549,7 +552,7 @@ struct DeduplicateTests {
     func cancellation() async throws {
         let key = uniqueKey()
         let dedupe = Deduplicate()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> dedupe --> AsyncHTTPClientTransport()
+        let chain = ApplyEnvironment(try await TestServer.environment()) --> dedupe --> AsyncHTTPClientTransport.forTests()
         let tasks = (0..<5).map { _ in Task { try await chain.load(try shared(key)) } }
         try await Task.sleep(for: .milliseconds(100))
         tasks[0].cancel()
@@ -574,7 +577,7 @@ struct CombinedLoaderTests {
         let clock = VirtualClock()
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth().refresh)
         let chain = ResetGuard() --> ApplyEnvironment(env) --> Deduplicate() --> Throttle(maxInFlight: 4)
-            --> Retry(RetryStrategy(jitter: false), clock: clock) --> Validate() --> auth --> AsyncHTTPClientTransport()
+            --> Retry(RetryStrategy(jitter: false), clock: clock) --> Validate() --> auth --> AsyncHTTPClientTransport.forTests()
 
         let completions = Tally()
         let outcomes = Tally()

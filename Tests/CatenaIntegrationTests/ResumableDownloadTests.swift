@@ -73,13 +73,16 @@ struct ResumableDownloadTests {
         #expect(try Data(contentsOf: file) == Self.expected(1 << 20))
         #expect(leftovers(beside: file).isEmpty)
         let sent = recorder.seen.withLock { $0 }
-        #expect(sent.map(\.status) == [200, 206, 206])
+        // Cut after 400,000 bytes of each response: two resumptions, or three when the
+        // dying server dropped writes it had not flushed (under load it does), so the
+        // bytes on disk fall short of where it meant to cut.
+        #expect((3...4).contains(sent.count) && sent.first?.status == 200 && sent.dropFirst().allSatisfy { $0.status == 206 },
+                "\(sent.map(\.status))")
         #expect(sent.dropFirst().allSatisfy { $0.ifRange == "\"file-1048576-v1\"" })
-        // Each range starts where the bytes on disk ended: at most where the server
-        // cut (a transport may lose what it held when the connection failed;
-        // AsyncHTTPClient does).
+        // Each range starts where the bytes on disk ended, never past where the server cut.
         let offsets = sent.compactMap { $0.range.flatMap { Self.rangeStart($0) } }
-        #expect(offsets.count == 2 && 0 < offsets[0] && offsets[0] <= 400_000 && offsets[0] < offsets[1] && offsets[1] <= offsets[0] + 400_000,
+        let bounds = [0] + offsets
+        #expect(offsets.count == sent.count - 1 && zip(bounds, bounds.dropFirst()).allSatisfy { $0 < $1 && $1 <= $0 + 400_000 },
                 "\(sent.map(\.range))")
         let seen = await updates.value
         #expect(seen.last == TransferProgress(completed: 1 << 20, total: 1 << 20))

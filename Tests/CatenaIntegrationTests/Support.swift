@@ -1,4 +1,5 @@
 import Catena
+import AsyncHTTPClient
 import CatenaAsyncHTTPClient
 import CatenaDemoServer
 import Foundation
@@ -39,7 +40,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
 
     func make(timeout: Duration = .seconds(30)) -> any HTTPLoader {
         switch self {
-        case .asyncHTTPClient: AsyncHTTPClientTransport(timeout: timeout)
+        case .asyncHTTPClient: AsyncHTTPClientTransport.forTests(timeout: timeout)
         case .urlSession: URLSessionTransport(timeout: timeout)
         }
     }
@@ -124,5 +125,23 @@ enum Timing {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return try await condition()
+    }
+}
+
+extension AsyncHTTPClientTransport {
+    /// The suite's client: Catena's default configuration with 64 connections per host
+    /// instead of AsyncHTTPClient's 8. Some sixty suites run at once against one
+    /// server, several holding connections for seconds (longer under ThreadSanitizer);
+    /// with 8, a request could wait in the pool past AsyncHTTPClient's 10 s
+    /// connection-creation timeout and fail for another test's sake.
+    private static let testClient: HTTPClient = {
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration)
+    }()
+
+    /// A transport over the suite's client (see `testClient`).
+    static func forTests(timeout: Duration = .seconds(60)) -> AsyncHTTPClientTransport {
+        AsyncHTTPClientTransport(client: testClient, decodesCompression: true, timeout: timeout)
     }
 }

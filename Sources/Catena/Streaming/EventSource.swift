@@ -14,7 +14,7 @@ public struct ReconnectPolicy: Sendable {
     /// The shortest wait, whatever the stream asks for: a `retry: 0` from a server that
     /// then closes at once must not become a loop of connections.
     public var minimumDelay: Duration
-    /// The longest wait.
+    /// The longest wait (at most a day).
     public var maximumDelay: Duration
     /// How many reconnections in a row may bring no event before the source gives up
     /// and throws the last failure; nil tries for as long as the task runs.
@@ -29,8 +29,9 @@ public struct ReconnectPolicy: Sendable {
     public init(initialDelay: Duration = .seconds(3), minimumDelay: Duration = .milliseconds(100),
                 maximumDelay: Duration = .seconds(60), maximumAttempts: Int? = nil, reconnectsAfterUnavailable: Bool = true) {
         self.initialDelay = initialDelay
-        self.minimumDelay = minimumDelay
-        self.maximumDelay = max(maximumDelay, minimumDelay)
+        // At most a day: the doubling then stays far from Duration's limits.
+        self.minimumDelay = min(max(minimumDelay, .zero), .seconds(86_400))
+        self.maximumDelay = min(max(maximumDelay, self.minimumDelay), .seconds(86_400))
         self.maximumAttempts = maximumAttempts
         self.reconnectsAfterUnavailable = reconnectsAfterUnavailable
     }
@@ -38,11 +39,13 @@ public struct ReconnectPolicy: Sendable {
     /// The wait before reconnection number `attempt` in a row (1 after a connection
     /// that brought events), before jitter.
     func delay(attempt: Int, serverRetry: Duration?, retryAfter: Duration? = nil) -> Duration {
-        let base = min(max(serverRetry ?? initialDelay, minimumDelay), maximumDelay)
-        var delay = base
-        for _ in 1..<max(attempt, 1) where delay < maximumDelay { delay *= 2 }
+        // The properties are settable: clamp again, so the doubling cannot overflow.
+        let cap = min(max(maximumDelay, .zero), .seconds(86_400))
+        let floor = min(max(minimumDelay, .zero), cap)
+        var delay = min(max(serverRetry ?? initialDelay, floor), cap)
+        for _ in 1..<max(attempt, 1) where delay < cap { delay *= 2 }
         if let retryAfter { delay = max(delay, retryAfter) }
-        return min(delay, maximumDelay)
+        return min(delay, cap)
     }
 }
 
@@ -223,7 +226,7 @@ public struct EventSource: AsyncSequence, Sendable {
                                            detail: "the event stream closed \(maximum) times in a row without an event")
             }
             let delay = source.policy.delay(attempt: attempts, serverRetry: serverRetry, retryAfter: retryAfter)
-            let jittered = Swift.min(delay + delay * Double.random(in: 0...0.25), source.policy.maximumDelay)
+            let jittered = Swift.min(delay + delay * Double.random(in: 0...0.25), Swift.max(delay, source.policy.maximumDelay))
             pendingDelay = jittered
             source.onReconnect?(Reconnection(attempt: attempts, delay: jittered, lastEventID: lastEventIDSoFar, reason: error))
         }

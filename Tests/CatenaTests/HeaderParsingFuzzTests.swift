@@ -1,5 +1,8 @@
 @testable import Catena
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import HTTPTypes
 import Testing
 
@@ -216,6 +219,82 @@ struct HeaderParsingFuzzTests {
             #expect(next.host?.isEmpty == false, "seed \(seed): \(location)")
             let url = try? next.url()
             #expect(url.map { $0.user == nil && $0.password == nil } ?? true, "seed \(seed): \(location)")
+        }
+    }
+}
+
+@Suite("Length and range parsers under hostile input")
+struct LengthParsingFuzzTests {
+    static let lengthPieces = ["0", "1", "5", "9", "10", "+", "-", " ", ",", "\t", "0x", "e", ".", "99999999999999999999", "9223372036854775807",
+                               "9223372036854775808", "nan", "inf", "٣", "½"]
+
+    private static func response(contentLength: String, encoding: String? = nil) -> HTTPURLResponse? {
+        var fields = ["Content-Length": contentLength]
+        if let encoding { fields["Content-Encoding"] = encoding }
+        return HTTPURLResponse(url: URL(string: "http://127.0.0.1/")!, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: fields)
+    }
+
+    @Test("Content-Length: random values never trap; an accepted one is one run of ASCII digits within the limit")
+    func contentLengths() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let request = try APIRequest(.get, urlString: "http://127.0.0.1/")
+        let limit = 1_000
+        for _ in 0..<3_000 {
+            let text = randomHeaderText(&generator, pieces: Self.lengthPieces, maxPieces: 5)
+            guard let response = Self.response(contentLength: text) else { continue }
+            let outcome = Result { () throws(CatenaError) in try URLSessionCall.checkFraming(response, limit: limit, request: request) }
+            switch outcome {
+            case .success:
+                let pieces = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                #expect(pieces.count == 1, "seed \(seed): \(text)")
+                let piece = try #require(pieces.first, "seed \(seed): \(text)")
+                #expect(piece.utf8.allSatisfy { (0x30...0x39).contains($0) }, "seed \(seed): \(text)")
+                #expect((Int(piece) ?? .max) <= limit, "seed \(seed): \(text)")
+            case .failure(let error):
+                #expect(error.code == .invalidResponse, "seed \(seed): \(text)")
+            }
+        }
+    }
+
+    @Test("Content-Length: a well-formed length passes, repeated or not; a sign, a second length or an encoded body's size is judged right",
+          arguments: [("10", true), ("10, 10", true), ("1000", true), ("1001", false), ("+10", false), ("-0", false), ("10, 3", false),
+                      ("1e3", false), ("٣", false)])
+    func contentLengthExamples(text: String, accepted: Bool) throws {
+        let request = try APIRequest(.get, urlString: "http://127.0.0.1/")
+        let response = try #require(Self.response(contentLength: text))
+        let passed = (try? URLSessionCall.checkFraming(response, limit: 1_000, request: request)) != nil
+        #expect(passed == accepted, "\(text)")
+        // A compressed body's declared size is not its decoded size, so the limit waits for the bytes.
+        let encoded = try #require(Self.response(contentLength: "5000", encoding: "gzip"))
+        #expect((try? URLSessionCall.checkFraming(encoded, limit: 1_000, request: request)) != nil)
+    }
+
+    @Test("Content-Range: random values never trap; an accepted range is ordered and inside its total")
+    func contentRanges() {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let pieces = ["bytes ", "bytes", "items ", "0", "1", "9", "10", "-", "/", "*", " ", ",", "+", "99999999999999999999", "٣"]
+        for _ in 0..<5_000 {
+            let text = randomHeaderText(&generator, pieces: pieces, maxPieces: 8)
+            guard let range = ResumableFile.contentRange(text) else { continue }
+            #expect(text.hasPrefix("bytes "), "seed \(seed): \(text)")
+            #expect(range.start >= 0, "seed \(seed): \(text)")
+            if let total = range.total { #expect(range.start < total, "seed \(seed): \(text)") }
+        }
+    }
+
+    @Test("Content-Range: a well-formed range round-trips")
+    func contentRangeRoundTrip() {
+        var generator = SplitMix64(seed: UInt64.random(in: 0...UInt64.max))
+        for _ in 0..<1_000 {
+            let total = Int64.random(in: 1...Int64.max, using: &generator)
+            let first = Int64.random(in: 0..<total, using: &generator)
+            let last = Int64.random(in: first..<total, using: &generator)
+            let known = ResumableFile.contentRange("bytes \(first)-\(last)/\(total)")
+            #expect(known?.start == first && known?.total == total)
+            let unknown = ResumableFile.contentRange("bytes \(first)-\(last)/*")
+            #expect(unknown?.start == first && unknown?.total == nil)
         }
     }
 }

@@ -265,7 +265,8 @@ final class URLSessionCall: Sendable {
     static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
         guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
         let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-        guard values.count == 1, let text = values.first, let length = Int64(text), length >= 0 else {
+        guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+              let length = Int64(text) else {
             throw CatenaError(.invalidResponse, request: request,
                               detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
         }

@@ -47,27 +47,17 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
         for try await chunk in response.body { count += chunk.count }
         return count
     }
-    var rawRates: [Double] = [], catenaRates: [Double] = [], ratios: [Double] = []
-    var rawPeak = 0, catenaPeak = 0
     let baseline = residentBytes()
-    for round in 0..<rounds {
-        var rates: [String: Double] = [:]
-        for (name, run) in round % 2 == 0 ? [("raw", raw), ("catena", catena)] : [("catena", catena), ("raw", raw)] {
-            let start = ContinuousClock.now
-            let (count, peak) = try await peakResident(run)
-            guard count == size else { throw BenchmarkError.status(count) }
-            rates[name] = Double(size) / (ContinuousClock.now - start).seconds / 1e6
-            if name == "raw" { rawPeak = max(rawPeak, peak) } else { catenaPeak = max(catenaPeak, peak) }
-        }
-        rawRates.append(rates["raw"]!)
-        catenaRates.append(rates["catena"]!)
-        ratios.append(rates["catena"]! / rates["raw"]!)
+    let bytes = try await alternating(rounds: rounds, raw: raw, catena: catena) { run in
+        let (count, peak) = try await peakResident(run)
+        guard count == size else { throw BenchmarkError.status(count) }
+        return (Double(size), peak)
     }
     print()
     print("| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | peak resident MB (process, server included) | Catena / raw |")
     print("|---|---:|---:|---:|")
-    print("| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(rawRates), 0)) | \(format(Double(rawPeak) / 1e6, 0)) | |")
-    print("| `chain.stream` (environment, log, throttle, transport) | \(format(median(catenaRates), 0)) | \(format(Double(catenaPeak) / 1e6, 0)) | **\(format(median(ratios), 3)) ×** (\(format(ratios.min()!, 2))–\(format(ratios.max()!, 2))) |")
+    print("| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(bytes.raw) / 1e6, 0)) | \(format(Double(bytes.rawPeak) / 1e6, 0)) | |")
+    print("| `chain.stream` (environment, log, throttle, transport) | \(format(median(bytes.catena) / 1e6, 0)) | \(format(Double(bytes.catenaPeak) / 1e6, 0)) | \(bytes.ratioCell) |")
     print("| resident before the first round | | \(format(Double(baseline) / 1e6, 0)) | |")
 
     // Server-sent events: 100,000 small events, decoded.
@@ -91,26 +81,52 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
         for try await _ in try await chain.stream(try APIRequest(.get, path: ["api", "events"], query: eventQuery)).serverSentEvents() { count += 1 }
         return count
     }
-    var eventRatios: [Double] = [], rawEventRates: [Double] = [], catenaEventRates: [Double] = []
-    for round in 0..<rounds {
-        var rates: [String: Double] = [:]
-        for (name, run) in round % 2 == 0 ? [("raw", rawEvents), ("catena", catenaEvents)] : [("catena", catenaEvents), ("raw", rawEvents)] {
-            let start = ContinuousClock.now
-            guard try await run() == events else { throw BenchmarkError.status(-2) }
-            rates[name] = Double(events) / (ContinuousClock.now - start).seconds
-        }
-        rawEventRates.append(rates["raw"]!)
-        catenaEventRates.append(rates["catena"]!)
-        eventRatios.append(rates["catena"]! / rates["raw"]!)
+    let rates = try await alternating(rounds: rounds, raw: rawEvents, catena: catenaEvents) { run in
+        guard try await run() == events else { throw BenchmarkError.status(-2) }
+        return (Double(events), 0)
     }
     print()
     print("| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median | Catena / raw |")
     print("|---|---:|---:|")
-    print("| raw `HTTPClient.execute` + Catena's event parser on each chunk | \(format(median(rawEventRates), 0)) | |")
-    print("| `chain.stream(…).serverSentEvents()` | \(format(median(catenaEventRates), 0)) | **\(format(median(eventRatios), 3)) ×** (\(format(eventRatios.min()!, 2))–\(format(eventRatios.max()!, 2))) |")
+    print("| raw `HTTPClient.execute` + Catena's event parser on each chunk | \(format(median(rates.raw), 0)) | |")
+    print("| `chain.stream(…).serverSentEvents()` | \(format(median(rates.catena), 0)) | \(rates.ratioCell) |")
 
     try await client.shutdown()
     try await manyStreams(base: base)
+}
+
+/// Per-second rates of raw and Catena runs, taken in alternating order round by round
+/// (so drift in the machine's speed falls on both), with each side's peak memory.
+struct AlternatingRates {
+    var raw: [Double] = [], catena: [Double] = [], ratios: [Double] = []
+    var rawPeak = 0, catenaPeak = 0
+
+    /// The median ratio, bold, with the range over the rounds.
+    var ratioCell: String {
+        "**\(format(median(ratios), 3)) ×** (\(format(ratios.min()!, 2))–\(format(ratios.max()!, 2)))"
+    }
+}
+
+/// Runs `raw` and `catena` `rounds` times each, alternating which goes first; `measure`
+/// runs one and returns the units it moved and the peak resident memory it saw.
+func alternating(
+    rounds: Int, raw: @escaping @Sendable () async throws -> Int, catena: @escaping @Sendable () async throws -> Int,
+    measure: (@Sendable () async throws -> Int) async throws -> (units: Double, peak: Int)
+) async throws -> AlternatingRates {
+    var result = AlternatingRates()
+    for round in 0..<rounds {
+        var rates: [String: Double] = [:]
+        for (name, run) in round % 2 == 0 ? [("raw", raw), ("catena", catena)] : [("catena", catena), ("raw", raw)] {
+            let start = ContinuousClock.now
+            let (units, peak) = try await measure(run)
+            rates[name] = units / (ContinuousClock.now - start).seconds
+            if name == "raw" { result.rawPeak = max(result.rawPeak, peak) } else { result.catenaPeak = max(result.catenaPeak, peak) }
+        }
+        result.raw.append(rates["raw"]!)
+        result.catena.append(rates["catena"]!)
+        result.ratios.append(rates["catena"]! / rates["raw"]!)
+    }
+    return result
 }
 
 /// 1,000 event streams open at once through one chain, each sending its first event

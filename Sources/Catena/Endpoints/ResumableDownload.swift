@@ -83,20 +83,16 @@ struct ResumableFile {
     }
 
     /// Whether bytes on disk can be resumed: they came from this URL with a validator.
-    var canResume: Bool { resumeOffset > 0 }
+    var canResume: Bool { resumePoint != nil }
 
-    /// The bytes on disk that a range request can go on from; 0 when there are none
-    /// or they cannot be trusted.
-    var resumeOffset: Int64 {
-        guard record != nil, let size = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber else { return 0 }
-        return size.int64Value
-    }
-
-    var record: Record? {
+    /// Where a range request can go on from, and the validator to send with it; nil
+    /// when there are no bytes on disk, or no record that they came from this request.
+    var resumePoint: (offset: Int64, validator: String)? {
         guard let data = FileManager.default.contents(atPath: recordFile.path),
-              let record = try? JSONDecoder().decode(Record.self, from: data), record.request == requestKey, !record.validator.isEmpty
+              let record = try? JSONDecoder().decode(Record.self, from: data), record.request == requestKey, !record.validator.isEmpty,
+              let size = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber, size.int64Value > 0
         else { return nil }
-        return record
+        return (size.int64Value, record.validator)
     }
 
     /// A failure after which the same request may go on where it stopped.
@@ -110,10 +106,11 @@ struct ResumableFile {
         var request = base
         // Byte ranges count the bytes as stored: a compressed transfer would count others.
         if request.headerFields[.acceptEncoding] == nil { request.headerFields[.acceptEncoding] = "identity" }
-        let offset = resumeOffset
-        if offset > 0, let record {
-            request.headerFields[.range] = "bytes=\(offset)-"
-            request.headerFields[HTTPField.Name("If-Range")!] = record.validator
+        let resume = resumePoint
+        let offset = resume?.offset ?? 0
+        if let resume {
+            request.headerFields[.range] = "bytes=\(resume.offset)-"
+            request.headerFields[HTTPField.Name("If-Range")!] = resume.validator
         } else {
             discard()
         }

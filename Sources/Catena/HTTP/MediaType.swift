@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// A `Content-Type` value (RFC 9110 §8.3.1): `type/subtype` and parameters, read from
 /// a server's bytes without trusting them.
@@ -96,5 +97,17 @@ struct MediaType: Sendable, Equatable {
         case "utf-16be": .utf16BigEndian
         default: nil
         }
+    }
+}
+
+extension HTTPFields {
+    /// Nil when the `Content-Type` is one of `types` (compared by essence, without
+    /// parameters); otherwise the words for an error that names what came (cut to 128
+    /// characters) and what was expected.
+    func contentTypeMismatch(expecting types: Set<String>) -> String? {
+        if let essence = self[.contentType].flatMap(MediaType.init)?.essence, types.contains(essence) { return nil }
+        let came = self[.contentType].map { "\"\($0.prefix(128))\"" } ?? "missing"
+        let expected = types.count == 1 ? types.first! : "one of " + types.sorted().joined(separator: ", ")
+        return "content type \(came), expected \(expected)"
     }
 }

@@ -46,10 +46,8 @@ public struct Validate: HTTPMiddleware {
         // A stream's head has an empty body and a content type all the same.
         let isStreamHead = response.request[option: StreamHeadID.self] != nil
         if let types = acceptance.contentTypes, !response.body.isEmpty || isStreamHead {
-            let mediaType = response.headerFields[.contentType].flatMap(MediaType.init)?.essence
-            guard let mediaType, types.contains(mediaType) else {
-                throw CatenaError(.invalidResponse, request: request, response: response,
-                                  detail: "content type \(response.headerFields[.contentType].map { "\"\($0.prefix(128))\"" } ?? "missing"), expected one of \(types.sorted().joined(separator: ", "))")
+            if let mismatch = response.headerFields.contentTypeMismatch(expecting: types) {
+                throw CatenaError(.invalidResponse, request: request, response: response, detail: mismatch)
             }
         }
         return response

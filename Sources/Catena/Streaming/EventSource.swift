@@ -184,12 +184,10 @@ public struct EventSource: AsyncSequence, Sendable {
             let response = try await source.loader.stream(request)
             switch response.status.code {
             case 200:
-                let type = response.headerFields[.contentType].flatMap(MediaType.init)?.essence
-                guard type == "text/event-stream" else {
+                if let mismatch = response.headerFields.contentTypeMismatch(expecting: ["text/event-stream"]) {
                     response.body.cancel()
                     finished = true
-                    throw CatenaError(.invalidResponse, request: response.request, response: response.head,
-                                      detail: "content type \(response.headerFields[.contentType].map { "\"\($0.prefix(128))\"" } ?? "missing"), expected text/event-stream")
+                    throw CatenaError(.invalidResponse, request: response.request, response: response.head, detail: mismatch)
                 }
                 events = ServerSentEvents(body: response.body, request: response.request, maxEventBytes: source.maxEventBytes,
                                           lastEventID: lastEventIDSoFar).makeAsyncIterator()

@@ -257,6 +257,38 @@ struct EventStreamIntegrationTests {
         #expect(iterator.reconnections == seen.count)
     }
 
+    @Test("an event source waits out a 503's Retry-After and goes on; told not to, it ends with the 503", arguments: TransportKind.allCases)
+    func eventSourceUnavailable(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        func request(_ key: String) throws -> APIRequest {
+            try APIRequest(.get, path: ["api", "events"], query: [
+                URLQueryItem(name: "count", value: "3"), URLQueryItem(name: "interval", value: "0"), URLQueryItem(name: "end", value: "204"),
+                URLQueryItem(name: "unavailable", value: "1"), URLQueryItem(name: "key", value: key),
+            ])
+        }
+        let reconnections = Locked<[Reconnection]>([])
+        let policy = ReconnectPolicy(initialDelay: .milliseconds(50), minimumDelay: .milliseconds(10))
+        let source = EventSource(try request(UUID().uuidString), loader: chain, policy: policy) { reconnection in
+            reconnections.withLock { $0.append(reconnection) }
+        }
+        var events: [String] = []
+        for try await event in source { events.append(event.data) }
+        #expect(events == ["token-1", "token-2", "token-3"])
+        let first = try #require(reconnections.withLock { $0.first })
+        #expect(first.reason?.code == .unacceptableStatus && first.reason?.response?.status.code == 503)
+        #expect(first.delay >= .seconds(1) && first.delay < .seconds(2), "Retry-After: 1 is the wait, not the policy's 50 ms: \(first.delay)")
+
+        var strict = policy
+        strict.reconnectsAfterUnavailable = false
+        let refused = try request(UUID().uuidString)
+        do {
+            for try await _ in EventSource(refused, loader: chain, policy: strict) {}
+            Issue.record("expected the 503 to end the source")
+        } catch {
+            #expect(error.code == .unacceptableStatus && error.response?.status.code == 503)
+        }
+    }
+
     @Test("an event source ends on a refused request at once, and leaving its loop ends the connection", arguments: TransportKind.allCases)
     func eventSourceEnds(kind: TransportKind) async throws {
         let chain = try await kind.chain()

@@ -238,8 +238,9 @@ public struct EventSource: AsyncSequence, Sendable {
             case .unacceptableStatus:
                 guard source.policy.reconnectsAfterUnavailable, let response = error.response,
                       [429, 502, 503, 504].contains(response.status.code) else { return nil }
-                let seconds = response.headerFields[.retryAfter].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-                return .some(seconds.map { .seconds(Swift.min(Swift.max($0, 0), 86_400)) })
+                // Seconds or an HTTP date, as Retry reads it; held to a day.
+                let wait = response.headerFields[.retryAfter].flatMap { Retry.parseRetryAfter($0, now: Date()) }
+                return .some(wait.map { Swift.min($0, .seconds(86_400)) })
             default:
                 return nil
             }

@@ -38,9 +38,20 @@ enum StreamRoutes {
         // one every `interval` seconds. `drop_after` cuts the connection (no clean end)
         // after that many events of this connection, for reconnection tests. The
         // stream ends after the last event; `end=204` answers 204 to a reconnection
-        // that has nothing left.
+        // that has nothing left. `unavailable=N&key=K` answers the first N requests for
+        // K with 503 and `Retry-After: 1`, as a restarting service does.
+        let refusals = Locked<[String: Int]>([:])
         api.get("events") { request, _ in
             let query = request.uri.queryParameters
+            let unavailable = try wholeNumber(query.get("unavailable"), named: "unavailable", in: 0...10, default: 0)
+            if unavailable > 0 {
+                guard let key = query.get("key") else { throw HTTPError(.badRequest, message: "unavailable needs a key") }
+                let refuse = refusals.withLock { refused in
+                    defer { refused[key, default: 0] += 1 }
+                    return refused[key, default: 0] < unavailable
+                }
+                if refuse { return Response(status: .serviceUnavailable, headers: [.retryAfter: "1"]) }
+            }
             let count = try wholeNumber(query.get("count"), named: "count", in: 0...100_000, default: 10)
             let interval = try number(query.get("interval"), named: "interval", in: 0...5, default: 0.05)
             let dropAfter = try wholeNumber(query.get("drop_after"), named: "drop_after", in: 0...100_000, default: 0)

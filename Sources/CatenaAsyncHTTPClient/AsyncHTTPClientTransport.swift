@@ -7,6 +7,7 @@ import NIOFoundationCompat
 import NIOHTTP1
 import NIOHTTPCompression
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// A transport that sends requests with AsyncHTTPClient: the default on Linux, with a
@@ -86,6 +87,39 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         let decodes = if case .enabled = configuration.decompression { true } else { false }
         self.init(client: client, owns: true, decodes: decodes, timeout: timeout)
+    }
+
+    /// A transport that owns a new client which trusts HTTPS servers as `trust` says:
+    /// your roots besides or instead of the system's. Call ``shutdown()`` when done.
+    ///
+    /// - Throws: ``ServerTrustError`` for a root that is not a certificate, and for
+    ///   public-key pins: AsyncHTTPClient 1.37 builds its TLS handler itself, with no
+    ///   hook where the server's key could be checked, so a pinned transport is refused
+    ///   rather than one that connects unpinned.
+    public convenience init(configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
+                            timeout: Duration = .seconds(60)) throws(ServerTrustError) {
+        guard trust.publicKeyPins.isEmpty else {
+            throw ServerTrustError("AsyncHTTPClient offers no hook to check a server's public key against pins "
+                + "(it builds NIOSSL's handler without a verification callback); trust a root of your own instead")
+        }
+        var configuration = configuration
+        var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
+        var roots: [NIOSSLCertificate] = []
+        for (index, der) in trust.additionalRoots.enumerated() {
+            do {
+                roots.append(try NIOSSLCertificate(bytes: Array(der), format: .der))
+            } catch {
+                throw ServerTrustError("root certificate \(index + 1) of \(trust.additionalRoots.count) is not a DER certificate (\(error))")
+            }
+        }
+        if trust.excludesSystemRoots {
+            guard !roots.isEmpty else { throw ServerTrustError("excludesSystemRoots with no roots of your own would trust no server") }
+            tls.trustRoots = .certificates(roots)
+        } else if !roots.isEmpty {
+            tls.additionalTrustRoots.append(.certificates(roots))
+        }
+        configuration.tlsConfiguration = tls
+        self.init(configuration: configuration, timeout: timeout)
     }
 
     private init(client: HTTPClient, owns: Bool, decodes: Bool, timeout: Duration) {
@@ -423,6 +457,25 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         if error is NIOHTTPDecompression.ExtraDecompressionError {
             return CatenaError(.invalidResponse, request: request, underlyingError: error,
                                detail: "the body's compression (Content-Encoding) is corrupt")
+        }
+        if let error = error as? NIOSSLError {
+            // BoringSSL names the check that failed ("CERTIFICATE_VERIFY_FAILED", an
+            // unable-to-get-issuer or expired reason); the host name check is NIOSSL's own.
+            let text = String(describing: error)
+            switch error {
+            case .unableToValidateCertificate:
+                return CatenaError(.untrustedServer, request: request, underlyingError: error,
+                                   detail: "the server's certificate does not name \(request.host ?? "the host")")
+            case .handshakeFailed where text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate"):
+                return CatenaError(.untrustedServer, request: request, underlyingError: error,
+                                   detail: "the server's certificate failed validation (\(text.prefix(300)))")
+            default:
+                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the TLS handshake failed (\(text.prefix(300)))")
+            }
+        }
+        if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
+            return CatenaError(.untrustedServer, request: request, underlyingError: error,
+                               detail: "the server's certificate does not name \(request.host ?? "the host")")
         }
         if let error = error as? NIOConnectionError {
             let refused = error.connectionErrors.contains { ($0.error as? IOError)?.errnoCode == ECONNREFUSED }

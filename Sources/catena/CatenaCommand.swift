@@ -31,10 +31,29 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The port to listen on; 0 picks a free one.")
     var port = 8080
 
+    @Flag(help: "Serve HTTPS (HTTP/2 and HTTP/1.1) with a throwaway CA made now; its certificate is written to --ca-out.")
+    var tls = false
+
+    @Option(help: "Where --tls writes the CA certificate (PEM) for clients to trust.")
+    var caOut = "catena-demo-ca.pem"
+
     func run() async throws {
+        var settings: DemoTLS?
+        if tls {
+            do {
+                let authority = try DemoCertificateAuthority()
+                try authority.certificatePEM.write(toFile: caOut, atomically: true, encoding: .utf8)
+                settings = DemoTLS(certificate: try authority.issue(for: ["localhost", "127.0.0.1", "::1", host]))
+                let path = URL(fileURLWithPath: caOut).standardizedFileURL.path
+                Terminal.write("CA certificate written to \(path): trust it with --ca-file \(path)\n")
+            } catch {
+                Terminal.fail("cannot make the TLS certificates: \(error)")
+            }
+        }
         do {
-            try await DemoServer.serve(host: host, port: port, logLevel: .info) { url in
-                print("Catena demo server listening on \(url.absoluteString) (Ctrl-C to stop)")
+            try await DemoServer.serve(host: host, port: port, tls: settings, logLevel: .info) { url in
+                // Flushed: a script that pipes the output waits for this line.
+                Terminal.write("Catena demo server listening on \(url.absoluteString) (Ctrl-C to stop)\n")
             }
         } catch {
             Terminal.fail("cannot serve on \(host):\(port): \(error)")
@@ -56,15 +75,31 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Log each request and response (secrets redacted).")
     var verbose = false
 
+    @Option(help: "Trust the CA certificates in this PEM file besides the system's (as `catena serve --tls` writes).")
+    var caFile: String?
+
+    @Flag(help: "Run the embedded demo server over HTTPS with a throwaway CA, trusted through Catena's ServerTrust.")
+    var tls = false
+
     enum TransportKind: String, ExpressibleByArgument, CaseIterable {
         case ahc, urlsession
 
         var name: String { self == .ahc ? "AsyncHTTPClient" : "URLSession" }
 
-        func makeLoader() -> any HTTPLoader {
-            switch self {
-            case .ahc: AsyncHTTPClientTransport(timeout: .seconds(30))
-            case .urlsession: URLSessionTransport(timeout: .seconds(30))
+        func makeLoader(trust: ServerTrust) throws -> any HTTPLoader {
+            if trust.isSystemDefault {
+                return switch self {
+                case .ahc: AsyncHTTPClientTransport(timeout: .seconds(30))
+                case .urlsession: URLSessionTransport(timeout: .seconds(30))
+                }
+            }
+            do {
+                return switch self {
+                case .ahc: try AsyncHTTPClientTransport(trust: trust, timeout: .seconds(30))
+                case .urlsession: try URLSessionTransport(trust: trust, timeout: .seconds(30))
+                }
+            } catch {
+                throw CommandFailure("\(name) cannot use that trust: \(error)")
             }
         }
     }
@@ -102,7 +137,28 @@ struct ConnectionOptions: ParsableArguments {
         }
         var logger = Logger(label: "catena")
         logger.logLevel = verbose ? .debug : .critical
-        let transport = wrap(transport.makeLoader())
+        var trust = ServerTrust.system
+        if let caFile {
+            do {
+                trust = try ServerTrust(additionalRootsPEM: String(contentsOfFile: caFile, encoding: .utf8))
+            } catch {
+                throw CommandFailure("--ca-file \(caFile): \(error)")
+            }
+        }
+        var serverTLS: DemoTLS?
+        if tls, baseURL != nil {
+            throw CommandFailure("--tls serves the embedded server over HTTPS; with --base-url, give an https URL (and --ca-file) instead")
+        }
+        if tls {
+            do {
+                let authority = try DemoCertificateAuthority()
+                serverTLS = DemoTLS(certificate: try authority.issue())
+                trust.additionalRoots += [authority.certificateDER]
+            } catch {
+                throw CommandFailure("cannot make the TLS certificates: \(error)")
+            }
+        }
+        let transport = wrap(try transport.makeLoader(trust: trust))
         // Headers given on the command line are usually keys: never print their values.
         let redaction = Redaction.adding(headers: fields.map(\.name))
 
@@ -121,7 +177,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         let server: RunningDemoServer
         do {
-            server = try await DemoServer.start(photos: photos)
+            server = try await DemoServer.start(photos: photos, tls: serverTLS)
         } catch {
             throw CommandFailure("cannot start the embedded demo server: \(error)")
         }

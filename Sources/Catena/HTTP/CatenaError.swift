@@ -26,6 +26,11 @@ public struct CatenaError: Error, Sendable {
         public static let cancelled = Code(rawValue: "cancelled")
         /// The server's answer was not a usable HTTP response (or was too large).
         public static let invalidResponse = Code(rawValue: "invalid response")
+        /// The server's TLS certificate was not trusted: its chain does not lead to a
+        /// trusted root, it has expired or is not yet valid, it names another host, or
+        /// its key matches none of the host's pins (see ``ServerTrust``). Nothing of the
+        /// request was sent.
+        public static let untrustedServer = Code(rawValue: "untrusted server")
         /// The response's status is not one the caller accepts.
         public static let unacceptableStatus = Code(rawValue: "unacceptable status")
         /// The response body could not be decoded into the expected type.

@@ -5,9 +5,20 @@ import NIOCore
 import NIOFoundationCompat
 import Synchronization
 
+/// The request context of every route: Hummingbird's basics and the peer's address.
+struct DemoRequestContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+}
+
 /// The demo server's routes. Every route honours `?delay=SECONDS` (capped at 120 s).
 enum DemoRoutes {
-    typealias Context = BasicRequestContext
+    typealias Context = DemoRequestContext
 
     /// The largest request body the server reads (echo routes included).
     static let maximumBodySize = 64 * 1024 * 1024
@@ -103,6 +114,14 @@ enum DemoRoutes {
 
     static func addTestRoutes(to router: Router<Context>) {
         let api = router.group("api")
+
+        // The client's address and port as the server sees them: requests that share
+        // a connection (HTTP/2 streams, or HTTP/1.1 keep-alive) report the same port.
+        api.get("connection") { _, context in
+            let peer = context.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown"
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: #"{"peer":"\#(peer)"}"#)))
+        }
 
         // Echoes the request as JSON: method, path, query, headers, body (UTF-8 when it
         // is text, base64 otherwise), body length and an FNV-1a checksum of the body.

@@ -7,7 +7,7 @@ import NIOCore
 /// State is per server and keyed by a client-chosen `key`, so tests running in
 /// parallel never see each other's counts.
 enum LoaderRoutes {
-    typealias Context = BasicRequestContext
+    typealias Context = DemoRoutes.Context
 
     /// The demo's basic-auth account.
     static let basicUser = "catena"

@@ -25,7 +25,7 @@ public struct PhotoSettings: Sendable {
 /// `/services/rest/`: flickr.photos.getRecent and flickr.photos.getSizes in Flickr's
 /// shapes, errors reported as `{"stat": "fail", ...}` with status 200 as Flickr does.
 enum PhotoRoutes {
-    typealias Context = BasicRequestContext
+    typealias Context = DemoRoutes.Context
 
     static func add(to router: Router<Context>, settings: PhotoSettings) {
         let attempts = Locked<[String: Int]>([:])

@@ -1,5 +1,9 @@
 public import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import HummingbirdTLS
+import NIOSSL
 public import Logging
 import NIOCore
 import ServiceLifecycle
@@ -13,21 +17,18 @@ import ServiceLifecycle
 public enum DemoServer {
     /// Starts a server and returns once it is listening.
     ///
+    /// - Parameter tls: serve HTTPS (and HTTP/2 where the client offers it) with this
+    ///   certificate; nil serves plain HTTP/1.1.
     /// - Throws: the bind error when the address cannot be used (a port in use).
     public static func start(host: String = "127.0.0.1", port: Int = 0, photos: PhotoSettings = PhotoSettings(),
-                             logLevel: Logger.Level = .warning) async throws -> RunningDemoServer {
+                             tls: DemoTLS? = nil, logLevel: Logger.Level = .warning) async throws -> RunningDemoServer {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
         let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = Application(
-            router: DemoRoutes.makeRouter(photos: photos),
-            configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
-            onServerRunning: { channel in
-                continuation.yield(channel.localAddress?.port ?? port)
-                continuation.finish()
-            },
-            logger: logger
-        )
+        let app = try application(host: host, port: port, photos: photos, tls: tls, logger: logger) { boundPort in
+            continuation.yield(boundPort)
+            continuation.finish()
+        }
         var configuration = ServiceGroupConfiguration(services: [.init(service: app)], logger: logger)
         // Escalates to cancelling in-flight handlers (a long ?delay=) after a second.
         // No maximumCancellationDuration: ServiceLifecycle answers an overrun with
@@ -39,7 +40,7 @@ public enum DemoServer {
             try await group.run()
         }
         for await boundPort in bound {
-            return RunningDemoServer(host: host, port: boundPort, group: group, task: task)
+            return RunningDemoServer(host: host, port: boundPort, secure: tls != nil, group: group, task: task)
         }
         // The stream ended without a port: the server failed to start.
         try await task.value
@@ -47,22 +48,56 @@ public enum DemoServer {
     }
 
     /// Runs a server until SIGINT or SIGTERM. `onListening` receives the base URL.
-    public static func serve(host: String, port: Int, photos: PhotoSettings = PhotoSettings(), logLevel: Logger.Level = .info,
-                             onListening: @escaping @Sendable (URL) -> Void) async throws {
+    public static func serve(host: String, port: Int, photos: PhotoSettings = PhotoSettings(), tls: DemoTLS? = nil,
+                             logLevel: Logger.Level = .info, onListening: @escaping @Sendable (URL) -> Void) async throws {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
-        let app = Application(
-            router: DemoRoutes.makeRouter(photos: photos),
-            configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
-            onServerRunning: { channel in
-                onListening(RunningDemoServer.baseURL(host: host, port: channel.localAddress?.port ?? port))
-            },
-            logger: logger
-        )
+        let app = try application(host: host, port: port, photos: photos, tls: tls, logger: logger) { boundPort in
+            onListening(RunningDemoServer.baseURL(host: host, port: boundPort, secure: tls != nil))
+        }
         var configuration = ServiceGroupConfiguration(services: [.init(service: app)], logger: logger)
         configuration.gracefulShutdownSignals = [.sigint, .sigterm]
         configuration.maximumGracefulShutdownDuration = .seconds(2)
         try await ServiceGroup(configuration: configuration).run()
+    }
+
+    private static func application(host: String, port: Int, photos: PhotoSettings, tls: DemoTLS?, logger: Logger,
+                                    onListening: @escaping @Sendable (Int) -> Void) throws -> some ApplicationProtocol {
+        let server: HTTPServerBuilder
+        if let tls {
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.certificate.certificateDER), format: .der))],
+                privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.certificate.privateKeyPEM.utf8), format: .pem)))
+            if tls.http2 {
+                // ALPN offers h2 and http/1.1: each client gets what it asks for.
+                server = try .http2Upgrade(tlsConfiguration: configuration)
+            } else {
+                configuration.applicationProtocols = ["http/1.1"]
+                server = try .tls(.http1(), tlsConfiguration: configuration)
+            }
+        } else {
+            server = .http1()
+        }
+        return Application(
+            router: DemoRoutes.makeRouter(photos: photos),
+            server: server,
+            configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
+            onServerRunning: { channel in onListening(channel.localAddress?.port ?? port) },
+            logger: logger
+        )
+    }
+}
+
+/// How the demo server speaks TLS.
+public struct DemoTLS: Sendable {
+    /// The server's certificate and key (see ``DemoCertificateAuthority/issue(for:validity:)``).
+    public var certificate: DemoServerCertificate
+    /// Whether ALPN offers HTTP/2 besides HTTP/1.1.
+    public var http2: Bool
+
+    public init(certificate: DemoServerCertificate, http2: Bool = true) {
+        self.certificate = certificate
+        self.http2 = http2
     }
 }
 
@@ -83,21 +118,21 @@ public final class RunningDemoServer: Sendable {
     public let host: String
     /// The port it listens on (the one the system picked, for port 0).
     public let port: Int
-    /// `http://host:port`, without a trailing slash.
+    /// `http://host:port` (`https` with TLS), without a trailing slash.
     public let baseURL: URL
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    init(host: String, port: Int, group: ServiceGroup, task: Task<Void, any Error>) {
+    init(host: String, port: Int, secure: Bool, group: ServiceGroup, task: Task<Void, any Error>) {
         self.host = host
         self.port = port
-        self.baseURL = Self.baseURL(host: host, port: port)
+        self.baseURL = Self.baseURL(host: host, port: port, secure: secure)
         self.group = group
         self.task = task
     }
 
-    static func baseURL(host: String, port: Int) -> URL {
-        URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")!
+    static func baseURL(host: String, port: Int, secure: Bool) -> URL {
+        URL(string: "\(secure ? "https" : "http")://\(host.contains(":") ? "[\(host)]" : host):\(port)")!
     }
 
     /// Stops accepting connections, gives requests in flight a second to finish, then

@@ -1,0 +1,126 @@
+import Crypto
+public import Foundation
+import SwiftASN1
+import X509
+
+/// A throwaway certificate authority made at start-up, for serving the demo API over
+/// TLS without a system-wide install: trust its ``certificatePEM`` through Catena's
+/// own API (``Catena/ServerTrust``) and every certificate it issues is trusted.
+///
+/// The private key lives in memory only. Nothing here is fit for production: it is
+/// what tests and demos need to speak real TLS on 127.0.0.1.
+public struct DemoCertificateAuthority: Sendable {
+    /// The CA's certificate, PEM encoded: what a client adds to its trust roots.
+    public let certificatePEM: String
+    /// The CA's certificate, DER encoded.
+    public let certificateDER: Data
+    private let key: P256.Signing.PrivateKey
+    private let name: DistinguishedName
+
+    /// A new authority with a fresh P-256 key, valid from an hour ago for 30 days.
+    public init(commonName: String = "Catena Demo CA") throws {
+        key = P256.Signing.PrivateKey()
+        name = try DistinguishedName { CommonName(commonName) }
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: now - 3_600, notValidAfter: now + 30 * 86_400,
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            },
+            issuerPrivateKey: .init(key))
+        (certificatePEM, certificateDER) = try Self.encode(certificate)
+    }
+
+    /// A server certificate for `hosts` (names, or IPv4/IPv6 literals), signed by this
+    /// authority and valid over `validity` (by default from an hour ago for 30 days).
+    /// An expired or not-yet-valid certificate, or one for other names, is what the
+    /// trust tests need.
+    public func issue(for hosts: [String] = ["localhost", "127.0.0.1", "::1"],
+                      validity: ClosedRange<Date>? = nil) throws -> DemoServerCertificate {
+        let leafKey = P256.Signing.PrivateKey()
+        let now = Date()
+        let validity = validity ?? (now - 3_600)...(now + 30 * 86_400)
+        let names: [GeneralName] = hosts.map { host in
+            if let address = IPv4Address(host) { return .ipAddress(ASN1OctetString(contentBytes: address.bytes[...])) }
+            if let address = IPv6Address(host) { return .ipAddress(ASN1OctetString(contentBytes: address.bytes[...])) }
+            return .dnsName(host)
+        }
+        let subject = try DistinguishedName { CommonName(hosts.first ?? "catena-demo") }
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: name, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames(names)
+            },
+            issuerPrivateKey: .init(key))
+        let (pem, der) = try Self.encode(certificate)
+        let spki = Data(SHA256.hash(data: leafKey.publicKey.derRepresentation))
+        return DemoServerCertificate(certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
+                                     publicKeySHA256: spki.base64EncodedString())
+    }
+
+    private static func encode(_ certificate: Certificate) throws -> (String, Data) {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return (try certificate.serializeAsPEM().pemString, Data(serializer.serializedBytes))
+    }
+}
+
+/// A server's certificate and private key, issued by a ``DemoCertificateAuthority``.
+public struct DemoServerCertificate: Sendable {
+    /// The certificate, PEM encoded.
+    public let certificatePEM: String
+    /// The certificate, DER encoded.
+    public let certificateDER: Data
+    /// The private key, PEM encoded (PKCS #8).
+    public let privateKeyPEM: String
+    /// The base64 SHA-256 of the certificate's SubjectPublicKeyInfo: the value a
+    /// public-key pin names.
+    public let publicKeySHA256: String
+}
+
+/// The four bytes of a dotted IPv4 literal.
+private struct IPv4Address {
+    let bytes: [UInt8]
+    init?(_ text: String) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var bytes: [UInt8] = []
+        for part in parts {
+            guard !part.isEmpty, part.count <= 3, part.allSatisfy({ $0.isASCII && $0.isNumber }), let byte = UInt8(part) else { return nil }
+            bytes.append(byte)
+        }
+        self.bytes = bytes
+    }
+}
+
+/// The sixteen bytes of an IPv6 literal (with `::`; no embedded IPv4).
+private struct IPv6Address {
+    let bytes: [UInt8]
+    init?(_ text: String) {
+        guard text.contains(":") else { return nil }
+        let halves = text.components(separatedBy: "::")
+        guard halves.count <= 2 else { return nil }
+        func groups(_ part: String) -> [UInt16]? {
+            guard !part.isEmpty else { return [] }
+            var values: [UInt16] = []
+            for group in part.split(separator: ":", omittingEmptySubsequences: false) {
+                guard (1...4).contains(group.count), let value = UInt16(group, radix: 16) else { return nil }
+                values.append(value)
+            }
+            return values
+        }
+        guard let head = groups(halves[0]), let tail = halves.count == 2 ? groups(halves[1]) : [] else { return nil }
+        let missing = 8 - head.count - tail.count
+        guard halves.count == 2 ? missing >= 1 : missing == 0 else { return nil }
+        let all = head + Array(repeating: 0, count: halves.count == 2 ? missing : 0) + tail
+        bytes = all.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
+    }
+}

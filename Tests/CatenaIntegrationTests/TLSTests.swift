@@ -1,0 +1,145 @@
+import AsyncHTTPClient
+import Catena
+import CatenaAsyncHTTPClient
+import CatenaDemoServer
+import Foundation
+import NIOSSL
+import Testing
+
+/// Demo servers over TLS, all with certificates from one throwaway authority: a good
+/// one (HTTP/2 and HTTP/1.1 by ALPN), an expired one, one for another host name, and
+/// one from an authority nobody trusts.
+enum TLSServers {
+    static let authority = Result { try DemoCertificateAuthority() }
+    private static let stranger = Result { try DemoCertificateAuthority(commonName: "Nobody's CA") }
+
+    private static let good = Task { try await DemoServer.start(tls: DemoTLS(certificate: try authority.get().issue())) }
+    private static let expired = Task {
+        let past = Date() - 10 * 86_400
+        return try await DemoServer.start(tls: DemoTLS(certificate: try authority.get().issue(validity: (past - 86_400)...past)))
+    }
+    private static let otherHost = Task { try await DemoServer.start(tls: DemoTLS(certificate: try authority.get().issue(for: ["api.example.com"]))) }
+    private static let unknownAuthority = Task { try await DemoServer.start(tls: DemoTLS(certificate: try stranger.get().issue())) }
+
+    enum Kind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case expired, otherHost, unknownAuthority
+        var testDescription: String { rawValue }
+    }
+
+    static func running() async throws -> RunningDemoServer { try await good.value }
+
+    static func running(_ kind: Kind) async throws -> RunningDemoServer {
+        switch kind {
+        case .expired: try await expired.value
+        case .otherHost: try await otherHost.value
+        case .unknownAuthority: try await unknownAuthority.value
+        }
+    }
+
+    /// Trust in the demo authority, through Catena's API.
+    static func trust(excludingSystemRoots: Bool = false) throws -> ServerTrust {
+        try ServerTrust(additionalRootsPEM: try authority.get().certificatePEM, excludesSystemRoots: excludingSystemRoots)
+    }
+
+    /// A chain to `server` through `transport`.
+    static func chain(_ server: RunningDemoServer, _ transport: some HTTPLoader) throws -> any HTTPLoader {
+        ApplyEnvironment(try #require(ServerEnvironment(baseURL: server.baseURL))) --> transport
+    }
+}
+
+@Suite("HTTPS against the demo server")
+struct TLSTests {
+    struct Peer: Decodable { let peer: String }
+
+    @Test("trusting the demo authority through ServerTrust: users, a 1 MiB body and an upload over HTTPS (AsyncHTTPClient)",
+          arguments: [false, true])
+    func trusted(excludingSystemRoots: Bool) async throws {
+        let server = try await TLSServers.running()
+        #expect(server.baseURL.scheme == "https")
+        let transport = try AsyncHTTPClientTransport(trust: try TLSServers.trust(excludingSystemRoots: excludingSystemRoots))
+        defer { Task { try? await transport.shutdown() } }
+        let chain = try TLSServers.chain(server, transport)
+        let user = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))
+        #expect(user.status == .ok)
+        let bytes = try await chain.load(try APIRequest(.get, path: ["api", "bytes", String(1 << 20)]))
+        #expect(bytes.body == patternData(1 << 20))
+        let upload = patternData(300_000)
+        let echoed = try await chain.load(try APIRequest(.post, path: ["api", "echo"], body: .data(upload, contentType: "application/octet-stream")))
+        #expect(try JSONDecoder().decode(Echo.self, from: echoed.body).bodyLength == upload.count)
+    }
+
+    @Test("without the authority, an expired leaf, a leaf for another host, an unknown authority: untrustedServer, and no request reached the server",
+          arguments: TLSServers.Kind.allCases)
+    func refused(kind: TLSServers.Kind) async throws {
+        let server = try await TLSServers.running(kind)
+        let key = UUID().uuidString
+        let transport = try AsyncHTTPClientTransport(trust: try TLSServers.trust())
+        defer { Task { try? await transport.shutdown() } }
+        let error = await #expect(throws: CatenaError.self) {
+            _ = try await TLSServers.chain(server, transport).load(try APIRequest(.get, path: ["api", "cache", key]))
+        }
+        #expect(error?.code == .untrustedServer, "\(String(describing: error))")
+        #expect(error?.response == nil)
+        if kind == .otherHost {
+            // Nothing reached the handler: ask the server's counter through a client
+            // that trusts the authority but skips the host name check (tests only).
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.certificates([try NIOSSLCertificate(bytes: Array(try TLSServers.authority.get().certificateDER), format: .der)])]
+            tls.certificateVerification = .noHostnameVerification
+            configuration.tlsConfiguration = tls
+            let lenient = AsyncHTTPClientTransport(configuration: configuration)
+            defer { Task { try? await lenient.shutdown() } }
+            let stats = try await TLSServers.chain(server, lenient).load(try APIRequest(.get, path: ["api", "cache-stats", key]))
+            #expect(String(decoding: stats.body, as: UTF8.self) == #"{"full":0,"notModified":0}"#)
+        }
+    }
+
+    @Test("the system's roots alone trust none of the demo servers, on both transports",
+          arguments: TransportKind.allCases, [nil] + TLSServers.Kind.allCases)
+    func systemRootsRefuse(kind: TransportKind, server: TLSServers.Kind?) async throws {
+        let server = if let server { try await TLSServers.running(server) } else { try await TLSServers.running() }
+        let error = await #expect(throws: CatenaError.self) {
+            _ = try await TLSServers.chain(server, kind.make()).load(try APIRequest(.get, path: ["api", "users", "2"]))
+        }
+        #expect(error?.code == .untrustedServer, "\(String(describing: error)) \(String(describing: error?.underlyingError))")
+        #expect(error.map { "\($0)" }?.contains("certificate") == true, "\(String(describing: error))")
+    }
+
+    @Test("what a transport cannot check is refused at setup: pins on AsyncHTTPClient, any trust of your own on URLSession")
+    func refusedAtSetup() throws {
+        let pinned = ServerTrust(publicKeyPins: ["127.0.0.1": ["AAAA"]])
+        #expect(throws: ServerTrustError.self) { _ = try AsyncHTTPClientTransport(trust: pinned) }
+        #expect(throws: ServerTrustError.self) { _ = try URLSessionTransport(trust: try TLSServers.trust()) }
+        #expect(throws: ServerTrustError.self) { _ = try URLSessionTransport(trust: pinned) }
+        #expect(throws: ServerTrustError.self) { _ = try AsyncHTTPClientTransport(trust: ServerTrust(excludesSystemRoots: true)) }
+        #expect(throws: ServerTrustError.self) { _ = try ServerTrust(additionalRootsPEM: "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----") }
+        #expect(throws: ServerTrustError.self) { _ = try ServerTrust(additionalRootsPEM: "no certificate here") }
+        // The system default is accepted everywhere.
+        _ = try URLSessionTransport(trust: .system)
+    }
+
+    @Test("HTTP/2: 64 requests at once share one connection on AsyncHTTPClient; a streamed 8 MiB body arrives whole")
+    func http2() async throws {
+        let server = try await TLSServers.running()
+        let transport = try AsyncHTTPClientTransport(trust: try TLSServers.trust())
+        defer { Task { try? await transport.shutdown() } }
+        let chain = try TLSServers.chain(server, transport)
+        let peers = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<64 {
+                group.addTask {
+                    let response = try await chain.load(try APIRequest(.get, path: ["api", "connection"], query: [URLQueryItem(name: "delay", value: "0.2")]))
+                    return try JSONDecoder().decode(Peer.self, from: response.body).peer
+                }
+            }
+            var peers = Set<String>()
+            for try await peer in group { peers.insert(peer) }
+            return peers
+        }
+        #expect(peers.count == 1, "HTTP/2 multiplexes: \(peers.count) connections for 64 concurrent requests")
+        let streamed = try await chain.stream(try APIRequest(.get, path: ["api", "bytes", String(8 << 20)]))
+        var count = 0
+        for try await chunk in streamed.body { count += chunk.count }
+        #expect(count == 8 << 20)
+    }
+}

@@ -5,6 +5,7 @@ import HTTPTypes
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import NIOHTTP2
 import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
@@ -431,7 +432,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         if let error = error as? IOError { return [ECONNRESET, EPIPE].contains(error.errnoCode) }
         if let error = error as? HTTPClientError { return error == .remoteConnectionClosed }
         if let error = error as? ChannelError { return [.ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed].contains(error) }
-        return false
+        // HTTP/2: a stream the server refused was not processed (RFC 9113, 8.7), and a
+        // connection that closed under a new stream never carried it.
+        if let error = error as? NIOHTTP2Errors.StreamClosed { return error.errorCode == .refusedStream }
+        return error is NIOHTTP2Errors.IOOnClosedConnection
     }
 
     static func map(_ error: any Error, request: APIRequest, timeout: Duration, limit: Int) -> CatenaError {
@@ -500,6 +504,17 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             if [.ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed].contains(error) {
                 return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the connection closed")
             }
+        }
+        if let error = error as? NIOHTTP2Errors.StreamClosed {
+            return CatenaError(.connectionLost, request: request, underlyingError: error,
+                               detail: "the server reset the HTTP/2 stream (\(error.errorCode))")
+        }
+        if error is NIOHTTP2Errors.IOOnClosedConnection {
+            return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the HTTP/2 connection closed")
+        }
+        if error is any NIOHTTP2Error {
+            return CatenaError(.invalidResponse, request: request, underlyingError: error,
+                               detail: "the server broke the HTTP/2 protocol (\(String(describing: error).prefix(200)))")
         }
         if let error = error as? HTTPParserError {
             if error == .invalidEOFState {

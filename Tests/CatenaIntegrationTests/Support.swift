@@ -32,9 +32,19 @@ enum TestServer {
     }
 }
 
-/// The transports the shared behaviour suite runs against.
+/// The transports the shared behaviour suites run against.
 enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case asyncHTTPClient, urlSession
+    /// AsyncHTTPClient over HTTPS and HTTP/2 to the TLS demo server, trusting its
+    /// authority through ServerTrust. Not in `allCases` (tests that build their own
+    /// URLs to the plain server use those): suites that reach the server only
+    /// through `chain()` run `withHTTPS`. URLSession has no HTTPS kind: on Linux it
+    /// trusts the system store only (TLSTests pins that down).
+    case asyncHTTPClientHTTPS
+
+    static var allCases: [TransportKind] { [.asyncHTTPClient, .urlSession] }
+    /// Both transports over plain HTTP/1.1, and AsyncHTTPClient over HTTPS and HTTP/2.
+    static var withHTTPS: [TransportKind] { allCases + [.asyncHTTPClientHTTPS] }
 
     var testDescription: String { rawValue }
 
@@ -42,12 +52,14 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         switch self {
         case .asyncHTTPClient: AsyncHTTPClientTransport.forTests(timeout: timeout)
         case .urlSession: URLSessionTransport(timeout: timeout)
+        case .asyncHTTPClientHTTPS: AsyncHTTPClientTransport(client: TLSServers.client, decodesCompression: true, timeout: timeout)
         }
     }
 
     /// A chain to the shared demo server through this transport.
     func chain(timeout: Duration = .seconds(30)) async throws -> any HTTPLoader {
-        ApplyEnvironment(try await TestServer.environment()) --> make(timeout: timeout)
+        let server = self == .asyncHTTPClientHTTPS ? try await TLSServers.running() : try await TestServer.running()
+        return ApplyEnvironment(try #require(ServerEnvironment(baseURL: server.baseURL))) --> make(timeout: timeout)
     }
 }
 

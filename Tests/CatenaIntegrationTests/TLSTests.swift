@@ -41,6 +41,20 @@ enum TLSServers {
         try ServerTrust(additionalRootsPEM: try authority.get().certificatePEM, excludesSystemRoots: excludingSystemRoots)
     }
 
+    /// The suites' client for HTTPS: Catena's defaults, the demo authority trusted,
+    /// 64 connections per host (see `testClient`).
+    static let client: HTTPClient = {
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        var tls = TLSConfiguration.makeClientConfiguration()
+        // swiftlint:disable:next force_try
+        let der = try! authority.get().certificateDER
+        // swiftlint:disable:next force_try
+        tls.additionalTrustRoots = [.certificates([try! NIOSSLCertificate(bytes: Array(der), format: .der)])]
+        configuration.tlsConfiguration = tls
+        return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration)
+    }()
+
     /// A chain to `server` through `transport`.
     static func chain(_ server: RunningDemoServer, _ transport: some HTTPLoader) throws -> any HTTPLoader {
         ApplyEnvironment(try #require(ServerEnvironment(baseURL: server.baseURL))) --> transport

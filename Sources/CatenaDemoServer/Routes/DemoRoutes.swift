@@ -25,6 +25,7 @@ enum DemoRoutes {
 
     static func makeRouter(photos: PhotoSettings = PhotoSettings()) -> Router<Context> {
         let router = Router(context: Context.self)
+        router.add(middleware: HeadMiddleware())
         router.add(middleware: DelayMiddleware())
         router.add(middleware: CompressionMiddleware())
         addUserRoutes(to: router)

@@ -535,8 +535,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             detail = "no complete answer within \(timeout)"
         case .getConnectionFromPoolTimeout:
             code = .timedOut
-            detail = "no free connection to the host within the client's connection timeout: every pooled connection was busy "
-                + "(raise HTTPClient.Configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit, or send fewer at once)"
+            detail = "no connection to the host became free within the client's connection timeout: the pooled ones were busy, "
+                + "or a new one was still connecting (the request was not sent; for many requests at once, raise "
+                + "HTTPClient.Configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit)"
         case .connectTimeout:
             code = .cannotConnect
             detail = "connect timed out"

@@ -39,7 +39,7 @@ struct EventSourceTests {
         #expect(reconnections.withLock { $0.allSatisfy { $0.reason == nil } })
     }
 
-    @Test("failures in a row double the wait up to the cap; an event resets it; the server's retry is the base")
+    @Test("failures in a row double the wait up to the cap; an event resets it; the server's retry is the base; Retry-After is a floor")
     func backoff() {
         let policy = ReconnectPolicy(initialDelay: .seconds(3), minimumDelay: .milliseconds(100), maximumDelay: .seconds(20))
         #expect((1...6).map { policy.delay(attempt: $0, serverRetry: nil) } == [.seconds(3), .seconds(6), .seconds(12), .seconds(20), .seconds(20), .seconds(20)])
@@ -47,7 +47,9 @@ struct EventSourceTests {
         #expect(policy.delay(attempt: 1, serverRetry: .zero) == .milliseconds(100), "retry: 0 is held to the minimum")
         #expect(policy.delay(attempt: 1, serverRetry: .seconds(3_600)) == .seconds(20))
         #expect(policy.delay(attempt: 1, serverRetry: nil, retryAfter: .seconds(10)) == .seconds(10))
-        #expect(policy.delay(attempt: 1, serverRetry: nil, retryAfter: .seconds(86_400)) == .seconds(20))
+        // Retry-After is a floor the cap does not cut (a server shedding load asked for it); a day bounds it.
+        #expect(policy.delay(attempt: 1, serverRetry: nil, retryAfter: .seconds(600)) == .seconds(600))
+        #expect(policy.delay(attempt: 1, serverRetry: nil, retryAfter: .seconds(10 * 86_400)) == .seconds(86_400))
         #expect(policy.delay(attempt: 10_000, serverRetry: nil) == .seconds(20), "no overflow after many failures")
     }
 

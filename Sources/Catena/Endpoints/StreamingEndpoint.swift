@@ -90,18 +90,26 @@ extension Client {
     /// The request goes through the same chain as `send(_:)`: a 401 head
     /// still refreshes and resends, and logging, throttling and retry apply to the
     /// stream (see ``HTTPLoader/stream(_:)``). A head the endpoint rejects throws as
-    /// `send` does; for a status outside 2xx the first 64 KiB of the body (waited for
-    /// at most 5 s) are read first, so the error carries the API's error body.
+    /// `send` does; when it rejects a status outside 2xx, the first 64 KiB of the body
+    /// (waited for at most 5 s) are read first, so the error carries the API's error
+    /// body. A status the endpoint accepts streams like a 2xx.
     /// Leaving the loop over the content, or dropping it, cancels the request.
     public func stream<E: StreamingEndpoint>(_ endpoint: E) async throws(CatenaError) -> E.Content {
         let request = try endpoint.buildRequest()
         let response = try await loader.stream(request)
         var head = response.head
-        let complete = !(200..<300).contains(response.status.code)
-        if complete { head = await Self.problem(of: response) }
         do {
-            try endpoint.validate(head)
-            return complete ? try endpoint.content(from: head, context: context) : try endpoint.content(from: response, context: context)
+            do {
+                try endpoint.validate(head)
+            } catch where !(200..<300).contains(response.status.code) {
+                // Refused: read the start of the body so the error carries the API's
+                // error body (validate sees it too, as `send` would show it).
+                head = await Self.problem(of: response)
+                try endpoint.validate(head)
+                // A validate that reads the body accepted it: what was read is the content.
+                return try endpoint.content(from: head, context: context)
+            }
+            return try endpoint.content(from: response, context: context)
         } catch {
             response.body.cancel()
             if let error = error as? CatenaError { throw error }

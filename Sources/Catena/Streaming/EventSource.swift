@@ -44,8 +44,11 @@ public struct ReconnectPolicy: Sendable {
         let floor = min(max(minimumDelay, .zero), cap)
         var delay = min(max(serverRetry ?? initialDelay, floor), cap)
         for _ in 1..<max(attempt, 1) where delay < cap { delay *= 2 }
-        if let retryAfter { delay = max(delay, retryAfter) }
-        return min(delay, cap)
+        delay = min(delay, cap)
+        // A server shedding load asked for at least this long: the cap does not cut it
+        // (a day does).
+        if let retryAfter { delay = max(delay, min(retryAfter, .seconds(86_400))) }
+        return delay
     }
 }
 

@@ -82,7 +82,9 @@ enum StreamRoutes {
         // and `If-Range` answer 206 from N (416 past the end). `cut_after` cuts the
         // connection after that many bytes of a response (of the first `cut_times`
         // responses for `key`, when given); `no_range=1` ignores ranges (always 200);
-        // `weak=1` sends a weak ETag and no Last-Modified (nothing to resume with).
+        // `weak=1` sends a weak ETag and no Last-Modified (nothing to resume with);
+        // `ignore_if_range=1` answers a range of the current version whatever If-Range
+        // says (as a careless proxy does); `cap=N` ends each range answer after N bytes.
         let versions = Locked<[String: Int]>([:])
         let cuts = Locked<[String: Int]>([:])
         api.post("file/change") { request, _ in
@@ -109,30 +111,34 @@ enum StreamRoutes {
             let lastModified = HTTPDate.format(Date(timeIntervalSince1970: 1_700_000_000 + Double(version) * 86_400))
             var start = 0
             if query.get("no_range") != "1" {
-                guard let from = rangeStart(request, size: size, etag: etag, lastModified: lastModified) else {
+                guard let from = rangeStart(request, size: size, etag: etag, lastModified: lastModified,
+                                            ignoringIfRange: query.get("ignore_if_range") == "1") else {
                     return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(size)", .contentLength: "0"])
                 }
                 start = from
             }
+            // `cap=N`: a range answer carries at most N bytes, as some servers do.
+            let cap = try wholeNumber(query.get("cap"), named: "cap", in: 0...(1 << 30), default: 0)
+            let end = start > 0 && cap > 0 ? min(size, start + cap) : size
             var headers: HTTPFields = [.contentType: "application/octet-stream", .eTag: etag, .acceptRanges: "bytes"]
             if !weak { headers[.lastModified] = lastModified }
-            if start > 0 { headers[.contentRange] = "bytes \(start)-\(size - 1)/\(size)" }
+            if start > 0 { headers[.contentRange] = "bytes \(start)-\(end - 1)/\(size)" }
             let from = start
             let cut = cutAfter
             return Response(
                 status: start > 0 ? .partialContent : .ok, headers: headers,
-                body: .init(contentLength: size - from) { writer in
+                body: .init(contentLength: end - from) { writer in
                     var position = from
                     var sent = 0
-                    while position < size {
-                        var step = min(64 * 1024, size - position)
+                    while position < end {
+                        var step = min(64 * 1024, end - position)
                         if cut > 0 { step = min(step, cut - sent) }
                         // The pattern repeats every 251 bytes: slice it out of one long run.
                         let phase = position % 251
                         try await writer.write(filePattern.getSlice(at: phase, length: step)!)
                         position += step
                         sent += step
-                        if cut > 0, sent >= cut, position < size {
+                        if cut > 0, sent >= cut, position < end {
                             try await Task.sleep(for: .milliseconds(50))
                             throw DroppedOnPurpose()
                         }
@@ -174,11 +180,11 @@ enum StreamRoutes {
     /// The answer to a `Range: bytes=N-` request for a file of `size` bytes whose
     /// validators are `etag` and `lastModified`: the offset to send from (0 for the
     /// whole file), or nil when the range cannot be satisfied.
-    static func rangeStart(_ request: Request, size: Int, etag: String, lastModified: String) -> Int? {
+    static func rangeStart(_ request: Request, size: Int, etag: String, lastModified: String, ignoringIfRange: Bool = false) -> Int? {
         guard let range = request.headers[.range] else { return 0 }
         // Only the one form a resumed download sends; anything else gets the whole file.
         guard range.hasPrefix("bytes="), range.hasSuffix("-"), let start = Int(range.dropFirst(6).dropLast()), start >= 0 else { return 0 }
-        if let ifRange = request.headers[HTTPField.Name("If-Range")!], ifRange != etag, ifRange != lastModified {
+        if !ignoringIfRange, let ifRange = request.headers[HTTPField.Name("If-Range")!], ifRange != etag, ifRange != lastModified {
             return 0   // the file changed: all of it
         }
         guard start < size else { return nil }

@@ -32,7 +32,7 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    var sections: Set<String> = ["http", "operations", "cache", "soak", "stream"]
+    var sections: Set<String> = ["http", "https", "operations", "cache", "soak", "stream"]
     /// Calls per transport in the soak.
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
@@ -49,9 +49,9 @@ struct Settings {
             case ("--in-flight", let value?): inFlight = value
             case ("--soak-requests", let value?): soakRequests = value
             case ("--soak-row", let value?): soakRow = value
-            case ("--only", _) where text.map(["http", "operations", "cache", "soak", "stream"].contains) == true: sections = [text!]
+            case ("--only", _) where text.map(["http", "https", "operations", "cache", "soak", "stream"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|operations|cache|soak|stream]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream]")
                 exit(2)
             }
         }
@@ -238,59 +238,68 @@ enum Benchmarks {
         if settings.sections.contains("soak") {
             try await soakBenchmark(base: base, requests: settings.soakRequests, row: settings.soakRow)
         }
+        if settings.sections.contains("https") {
+            try await httpsBenchmark(settings: settings)
+        }
         guard settings.sections.contains("http") else {
             await server.stop()
             return
         }
-        print()
-        print("| workload | variant | req/s | p50 ms | p99 ms | CPU µs/req | Catena / raw throughput | raw / Catena CPU |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
-
-        func report(_ workload: String, _ group: [Variant], _ rounds: [[Round]], cpu: Bool) {
-            for (index, variant) in group.enumerated() {
-                let summary = Summary(rounds: rounds[index])
-                var ratio = "", cpuRatio = ""
-                if index > 0 {
-                    let ratios = zip(rounds[index], rounds[0]).map { $0.throughput / $1.throughput }
-                    ratio = "**\(format(100 * median(ratios), 1)) %** (\(format(100 * ratios.min()!, 0))–\(format(100 * ratios.max()!, 0)))"
-                    if cpu {
-                        let cpuRatios = zip(rounds[index], rounds[0]).map { $1.cpuPerRequest / $0.cpuPerRequest }
-                        cpuRatio = "\(format(100 * median(cpuRatios), 1)) %"
-                    }
-                }
-                let cpuText = cpu ? format(summary.cpuPerRequest.milliseconds * 1000, 0) : "–"
-                print("| \(workload) | \(variant.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(cpuText) | \(ratio) | \(cpuRatio) |")
-            }
-        }
-
-        for group in groups {
-            for variant in group { _ = try await runConcurrent(variant, count: 300, inFlight: 8) }
-            // Sequential: one request of each variant in turn; a round is `requests` each.
-            var rounds = Array(repeating: [Round](), count: group.count)
-            for _ in 0..<max(3, settings.rounds / 3) {
-                for (index, round) in try await runInterleaved(group, count: settings.requests).enumerated() {
-                    rounds[index].append(round)
-                }
-            }
-            report("\(settings.requests) sequential GET + decode", group, rounds, cpu: false)
-        }
-        for group in groups {
-            // Concurrent: every variant runs a whole round, in rotating order.
-            var rounds = Array(repeating: [Round](), count: group.count)
-            for round in 0..<settings.rounds {
-                for offset in 0..<group.count {
-                    let index = (round + offset) % group.count
-                    rounds[index].append(try await runConcurrent(group[index], count: settings.requests, inFlight: settings.inFlight))
-                }
-            }
-            report("\(settings.requests) GET, \(settings.inFlight) in flight", group, rounds, cpu: true)
-        }
+        try await compare(groups, settings: settings)
         try await cancellationLatency(base: base, ahc: ahcAlone, urlSession: urlSessionAlone)
         try await photosFanOut(rounds: settings.rounds)
 
         try await rawClient.shutdown()
         rawSession.invalidateAndCancel()
         await server.stop()
+    }
+}
+
+/// Prints the sequential and the concurrent table rows for each group; the first
+/// variant of a group is the raw transport the others are compared with.
+func compare(_ groups: [[Variant]], settings: Settings) async throws {
+    print()
+    print("| workload | variant | req/s | p50 ms | p99 ms | CPU µs/req | Catena / raw throughput | raw / Catena CPU |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for group in groups {
+        for variant in group { _ = try await runConcurrent(variant, count: 300, inFlight: 8) }
+        // Sequential: one request of each variant in turn; a round is `requests` each.
+        var rounds = Array(repeating: [Round](), count: group.count)
+        for _ in 0..<max(3, settings.rounds / 3) {
+            for (index, round) in try await runInterleaved(group, count: settings.requests).enumerated() {
+                rounds[index].append(round)
+            }
+        }
+        report("\(settings.requests) sequential GET + decode", group, rounds, cpu: false)
+    }
+    for group in groups {
+        // Concurrent: every variant runs a whole round, in rotating order.
+        var rounds = Array(repeating: [Round](), count: group.count)
+        for round in 0..<settings.rounds {
+            for offset in 0..<group.count {
+                let index = (round + offset) % group.count
+                rounds[index].append(try await runConcurrent(group[index], count: settings.requests, inFlight: settings.inFlight))
+            }
+        }
+        report("\(settings.requests) GET, \(settings.inFlight) in flight", group, rounds, cpu: true)
+    }
+}
+
+/// One table row per variant: throughput, latency, CPU, and the ratios to the first.
+func report(_ workload: String, _ group: [Variant], _ rounds: [[Round]], cpu: Bool) {
+    for (index, variant) in group.enumerated() {
+        let summary = Summary(rounds: rounds[index])
+        var ratio = "", cpuRatio = ""
+        if index > 0 {
+            let ratios = zip(rounds[index], rounds[0]).map { $0.throughput / $1.throughput }
+            ratio = "**\(format(100 * median(ratios), 1)) %** (\(format(100 * ratios.min()!, 0))–\(format(100 * ratios.max()!, 0)))"
+            if cpu {
+                let cpuRatios = zip(rounds[index], rounds[0]).map { $1.cpuPerRequest / $0.cpuPerRequest }
+                cpuRatio = "\(format(100 * median(cpuRatios), 1)) %"
+            }
+        }
+        let cpuText = cpu ? format(summary.cpuPerRequest.milliseconds * 1000, 0) : "–"
+        print("| \(workload) | \(variant.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(cpuText) | \(ratio) | \(cpuRatio) |")
     }
 }
 

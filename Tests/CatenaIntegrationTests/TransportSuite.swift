@@ -146,7 +146,7 @@ struct TransportSuite {
         let error = await #expect(throws: CatenaError.self) { try await kind.make().load(request) }
         #expect(error?.code == .cannotConnect)
         #expect(error?.description.contains("GET http://127.0.0.1:\(port)/api/users") == true)
-        #expect(ContinuousClock.now - start < .seconds(5), "a refused connection must not wait for a timeout")
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(3)), "a refused connection must not wait for the 30 s timeout")
     }
 
     // The latency itself (goal: under 100 ms) is measured by the benchmark: under this

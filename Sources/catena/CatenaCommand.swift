@@ -75,6 +75,9 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Log each request and response (secrets redacted).")
     var verbose = false
 
+    @Flag(help: "With --verbose, log each request as a curl command too (secrets redacted).")
+    var curl = false
+
     @Option(help: "Trust the CA certificates in this PEM file besides the system's (as `catena serve --tls` writes).")
     var caFile: String?
 
@@ -167,7 +170,7 @@ struct ConnectionOptions: ParsableArguments {
                 throw CommandFailure("--base-url \"\(Redaction.default.redact(urlString: baseURL))\" is not an absolute http or https URL "
                     + "(user info goes only over https or to a loopback host)")
             }
-            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction) --> transport
+            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
             // User info became the environment's Authorization header: never print it.
             var shown = URLComponents(url: url, resolvingAgainstBaseURL: false)
             shown?.user = nil
@@ -183,7 +186,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         do {
             let environment = ServerEnvironment(baseURL: server.baseURL, headerFields: fields)!
-            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction) --> transport
+            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
             let result = try await body(chain, ServerDescription(url: server.baseURL.absoluteString, embedded: true, transport: self.transport.name))
             await server.stop()
             return result

@@ -102,6 +102,11 @@ extension APIRequest {
             Body(kind: "multipart", contentType: "multipart/form-data; boundary=\(form.boundary)") { form.encoded() }
         }
 
+        /// The bytes of a body made in memory (not a stream or file), for descriptions.
+        func producedData() throws -> Data? {
+            try produce?()
+        }
+
         /// Produces the bytes for one attempt; `nil` for an empty body. A streamed body
         /// is read whole (transports that stream use ``openStream()`` instead).
         public func makeData() async throws -> Data? {

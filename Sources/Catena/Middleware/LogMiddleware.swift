@@ -23,15 +23,20 @@ public struct LogMiddleware: HTTPMiddleware {
     private var isDefaultRedaction: Bool
     /// Whether to print header fields (redacted) with each request and response.
     public var logsHeaders: Bool
+    /// Whether to print each request as a `curl` command too (redacted, see
+    /// ``APIRequest/curlDescription``), to reproduce it from a shell.
+    public var logsCurlCommands: Bool
 
     /// A log loader. The defaults log at `.debug`, headers included, with
-    /// ``Redaction/default``.
-    public init(logger: Logger, level: Logger.Level = .debug, redaction: Redaction = .default, logsHeaders: Bool = true) {
+    /// ``Redaction/default``, without `curl` commands.
+    public init(logger: Logger, level: Logger.Level = .debug, redaction: Redaction = .default, logsHeaders: Bool = true,
+                logsCurlCommands: Bool = false) {
         self.logger = logger
         self.level = level
         self.redaction = redaction
         self.isDefaultRedaction = redaction == .default
         self.logsHeaders = logsHeaders
+        self.logsCurlCommands = logsCurlCommands
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
@@ -40,6 +45,7 @@ public struct LogMiddleware: HTTPMiddleware {
         let redaction = Redaction.effective(for: request)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
         logger.log(level: level, "→ \(target)", metadata: headers(request.headerFields, redaction))
+        if logsCurlCommands { logger.log(level: level, "\(request.curlDescription(redacting: redaction))") }
         let start = ContinuousClock.now
         do {
             let response = try await next.load(request)
@@ -82,6 +88,7 @@ extension LogMiddleware {
         let redaction = Redaction.effective(for: request)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
         logger.log(level: level, "→ \(target) (stream)")
+        if logsCurlCommands { logger.log(level: level, "\(request.curlDescription(redacting: redaction))") }
         let start = ContinuousClock.now
         let streamed: StreamedResponse
         do {

@@ -1,0 +1,79 @@
+import Foundation
+import HTTPTypes
+
+extension APIRequest {
+    /// A `curl` command that sends this request: method, URL, header fields and body,
+    /// each quoted for a POSIX shell. Secrets print as `<redacted>` (the request's
+    /// ``Redaction``, never less than the default), so the line is safe for logs and
+    /// bug reports; ``curlDescription(redacting:)`` with `nil` prints them.
+    public var curlDescription: String {
+        curlDescription(redacting: Redaction.effective(for: self))
+    }
+
+    /// A `curl` command that sends this request, with the values `redaction` names
+    /// printed as `<redacted>`; `nil` prints every value (for your own shell only).
+    ///
+    /// A relative request (no host yet) prints its path only: take the description
+    /// below ``ApplyEnvironment`` (as ``LogMiddleware`` placed there does) for a whole
+    /// URL. A text body is passed inline; other bytes go through `base64 -d`, so the
+    /// command sends exactly what the transport would. A streamed or file body is not
+    /// read: a comment names it.
+    public func curlDescription(redacting redaction: Redaction?) -> String {
+        var lines: [String] = []
+        var command = "curl"
+        switch method {
+        case .get: break
+        case .head: command += " --head"
+        default: command += " -X " + Self.shellQuoted(method.rawValue)
+        }
+        lines.append(command + " " + Self.shellQuoted(assembleURL(redacting: redaction)))
+        var fields = headerFields
+        if fields[.contentType] == nil, let type = body.contentType, !body.isEmpty { fields[.contentType] = type }
+        for field in fields {
+            let secret = redaction?.isSecretHeader(field.name) ?? false
+            lines.append("-H " + Self.shellQuoted("\(field.name.rawName): \(secret ? Redaction.placeholder : field.value)"))
+        }
+        if let encodings = fields[.acceptEncoding]?.lowercased(), ["gzip", "deflate", "br"].contains(where: encodings.contains) {
+            lines.append("--compressed")
+        }
+        var prefix = ""
+        switch body.snapshot {
+        case .none:
+            break
+        case .bytes(let data):
+            if let text = String(data: data, encoding: .utf8), !text.unicodeScalars.contains(where: { $0.value == 0 }) {
+                lines.append("--data-binary " + Self.shellQuoted(text))
+            } else {
+                prefix = "printf %s " + Self.shellQuoted(data.base64EncodedString()) + " | base64 -d | "
+                lines.append("--data-binary @-")
+            }
+        case .unreadable(let kind):
+            prefix = "# body (\(kind.replacingOccurrences(of: "\n", with: " "))) not shown\n"
+        }
+        return prefix + lines.joined(separator: " \\\n  ")
+    }
+
+    /// `text` in single quotes for a POSIX shell: nothing inside is interpreted, and a
+    /// single quote is closed, escaped and reopened.
+    static func shellQuoted(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+    }
+}
+
+extension APIRequest.Body {
+    /// What a description can show of the body without sending it.
+    enum Snapshot {
+        case none
+        case bytes(Data)
+        /// A stream or file, which is not read for a description; or a body that
+        /// failed to encode.
+        case unreadable(String)
+    }
+
+    var snapshot: Snapshot {
+        if isEmpty { return .none }
+        if stream != nil { return .unreadable(kind) }
+        guard let data = try? producedData() else { return .unreadable("\(kind), which does not encode") }
+        return .bytes(data)
+    }
+}

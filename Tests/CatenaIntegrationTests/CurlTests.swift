@@ -1,0 +1,46 @@
+import Catena
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("curl descriptions reproduce requests")
+struct CurlTests {
+    /// Runs `command` with sh and returns its exit status and standard output. The
+    /// blocking reads run on a thread of their own: blocking one of the cooperative
+    /// pool's two threads starves the in-process demo server that curl is talking to.
+    func shell(_ command: String) async throws -> (Int32, Data) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let output = pipe.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                continuation.resume(returning: (process.terminationStatus, output))
+            }
+        }
+    }
+
+    @Test("curl sends what Catena sends: method, path and query, headers, JSON, text and binary bodies", arguments: [
+        APIRequest.Body.json(["name": "O'Brien", "note": "$(id) `x`"]),
+        .text("line one\nline 'two'"),
+        .data(Data((0..<300).map { UInt8($0 % 256) })),
+    ])
+    func reproduces(body: APIRequest.Body) async throws {
+        let base = try await TestServer.running().baseURL
+        var request = try APIRequest(.post, baseURL: base, path: ["api", "echo"],
+                                     query: [URLQueryItem(name: "q", value: "it's & more")], body: body)
+        request.headerFields[HTTPField.Name("X-Trace")!] = "a'b \"c\""
+        let catena = try JSONDecoder().decode(Echo.self, from: try await TransportKind.asyncHTTPClient.make().load(request).body)
+        let (status, output) = try await shell(request.curlDescription(redacting: nil) + " --silent --show-error --max-time 20")
+        #expect(status == 0, "curl failed: \(request.curlDescription)")
+        let curl = try JSONDecoder().decode(Echo.self, from: output)
+        #expect(curl.method == catena.method && curl.path == catena.path && curl.query == catena.query)
+        #expect(curl.header("X-Trace") == "a'b \"c\"")
+        #expect(curl.header("Content-Type") == catena.header("Content-Type"))
+        #expect(curl.bodyLength == catena.bodyLength && curl.bodyChecksum == catena.bodyChecksum)
+    }
+}

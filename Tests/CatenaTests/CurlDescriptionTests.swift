@@ -1,0 +1,59 @@
+@testable import Catena
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("curl descriptions")
+struct CurlDescriptionTests {
+    @Test("method, URL, headers and body; secrets redacted unless asked; quotes survive")
+    func shape() throws {
+        var request = try APIRequest(.post, urlString: "https://api.example.com/v1/items?api_key=s3cret&q=it's",
+                                     body: .json(["name": "O'Brien"]))
+        request.headerFields[.authorization] = "Bearer abc"
+        request.headerFields[HTTPField.Name("X-Trace")!] = "a'b"
+        let text = request.curlDescription
+        #expect(text.hasPrefix("curl -X 'POST' 'https://api.example.com/v1/items?api_key=<redacted>&q="))
+        #expect(text.contains(#"-H 'Authorization: <redacted>'"#))
+        #expect(text.contains(#"-H 'X-Trace: a'\''b'"#))
+        #expect(text.contains(#"-H 'Content-Type: application/json'"#))
+        #expect(text.contains(#"--data-binary '{"name":"O'\''Brien"}'"#))
+        #expect(!text.contains("abc") && !text.contains("s3cret"))
+        let open = request.curlDescription(redacting: nil)
+        #expect(open.contains("Bearer abc") && open.contains("api_key=s3cret"))
+    }
+
+    @Test("HEAD, binary bodies through base64, streams named and not read, --compressed when asked")
+    func kinds() throws {
+        #expect(try APIRequest(.head, urlString: "http://127.0.0.1/x").curlDescription == "curl --head 'http://127.0.0.1/x'")
+        let binary = try APIRequest(.put, urlString: "http://127.0.0.1/x", body: .data(Data([0, 1, 2, 255])))
+        #expect(binary.curlDescription.hasPrefix("printf %s 'AAEC/w==' | base64 -d | curl -X 'PUT'"))
+        #expect(binary.curlDescription.hasSuffix("--data-binary @-"))
+        let streamed = try APIRequest(.post, urlString: "http://127.0.0.1/x", body: .stream(length: nil) { AsyncThrowingStream { nil } })
+        #expect(streamed.curlDescription.hasPrefix("# body (stream) not shown\ncurl -X 'POST'"))
+        var compressed = try APIRequest(.get, urlString: "http://127.0.0.1/x")
+        compressed.headerFields[.acceptEncoding] = "gzip, deflate"
+        #expect(compressed.curlDescription.hasSuffix("--compressed"))
+    }
+
+    @Test("shell quoting: 300 random strings come back unchanged through sh")
+    func quotingRoundTrips() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let pieces = ["'", "\"", "$", "`", "\\", "\n", "!", "*", "$(id)", "${HOME}", " ", ";", "&&", "|", "é", "'\\''", "%s", "-n"]
+        var inputs: [String] = []
+        for _ in 0..<300 { inputs.append(randomHeaderText(&generator, pieces: pieces, maxPieces: 12)) }
+        // One shell for all: each string printed between separators.
+        let script = inputs.map { "printf '%s\\036' " + APIRequest.shellQuoted($0) }.joined(separator: "\n")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "seed \(seed)")
+        let outputs = String(decoding: output, as: UTF8.self).split(separator: "\u{1E}", omittingEmptySubsequences: false).dropLast().map(String.init)
+        #expect(outputs == inputs, "seed \(seed)")
+    }
+}

@@ -195,10 +195,15 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     ) async throws(CatenaError) -> Answer {
         let start = ContinuousClock.now
         var attempts = 1
+        // What the server answered this request says more than a pooled connection that
+        // turned out closed: after the last attempt, a framing error wins over it.
+        var answered: CatenaError?
         while true {
             do throws(CatenaError) {
                 return try await attempt(left - (ContinuousClock.now - start))
-            } catch where attempts < attemptsBeforeAnyHead && mayResend(request, after: error) {
+            } catch where mayResend(request, after: error) {
+                if answered == nil, error.code != .connectionLost { answered = error }
+                guard attempts < attemptsBeforeAnyHead else { throw answered ?? error }
                 guard left - (ContinuousClock.now - start) > .zero else {
                     throw CatenaError(.timedOut, request: request, underlyingError: error,
                                       detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")

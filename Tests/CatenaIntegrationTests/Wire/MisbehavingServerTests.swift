@@ -243,6 +243,24 @@ struct ResendBeforeHeadTests {
         #expect(answer == 2)
     }
 
+    @Test("when every attempt fails before its head, the server's garbled answer is the error, not a stale connection's close")
+    func answerOverStaleConnection() async throws {
+        let request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)
+        let attempts = Locked(0)
+        do {
+            _ = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .seconds(5)) { _ throws(CatenaError) -> Int in
+                let attempt = attempts.withLock { $0 += 1; return $0 }
+                if attempt == 1 { throw Self.preHeadFailure(request) }
+                throw CatenaError(.connectionLost, request: request,
+                                  underlyingError: AsyncHTTPClientTransport.PreHeadFailure(error: Broken()), detail: "the connection closed")
+            }
+            Issue.record("expected the failure")
+        } catch {
+            #expect(error.code == .invalidResponse, "\(error)")
+        }
+        #expect(attempts.withLock { $0 } == 3)
+    }
+
     @Test("a failure before the head with no time left is a timeout that keeps the failure; a POST is never sent again")
     func timeoutWhenNoTimeLeft() async throws {
         let request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)

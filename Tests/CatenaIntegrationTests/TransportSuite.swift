@@ -227,3 +227,31 @@ extension Result {
         return nil
     }
 }
+
+@Suite("Encodable queries and forms against the demo server")
+struct EncodableFormTests {
+    struct Filter: Encodable, Sendable {
+        struct Range: Encodable, Sendable { let from: Int; let to: Int }
+        let name: String
+        let ids: [Int]
+        let range: Range
+        let note: String?
+    }
+
+    @Test("a query and a form body from one Encodable arrive as the server reads them", arguments: TransportKind.allCases)
+    func encodable(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let filter = Filter(name: "a&b=c d+e", ids: [1, 2], range: .init(from: 3, to: 4), note: nil)
+        let query = try await chain.load(try APIRequest(.get, path: ["api", "echo"], query: filter))
+        let echoedQuery = try JSONDecoder().decode(Echo.self, from: query.body).query
+        var components = URLComponents()
+        components.percentEncodedQuery = echoedQuery
+        let items = (components.queryItems ?? []).map { "\($0.name)=\($0.value ?? "")" }
+        #expect(items == ["name=a&b=c d+e", "ids[]=1", "ids[]=2", "range[from]=3", "range[to]=4"], "\(echoedQuery)")
+
+        let form = try await chain.load(try APIRequest(.post, path: ["api", "echo"], body: .form(filter)))
+        let echoed = try JSONDecoder().decode(Echo.self, from: form.body)
+        #expect(echoed.header("Content-Type") == "application/x-www-form-urlencoded")
+        #expect(echoed.body == "name=a%26b%3Dc+d%2Be&ids%5B%5D=1&ids%5B%5D=2&range%5Bfrom%5D=3&range%5Bto%5D=4")
+    }
+}

@@ -2,13 +2,15 @@ public import Catena
 public import Foundation
 public import HTTPTypes
 
-/// A transport for tests: answers each request with the next queued handler, in
-/// order, and records every request it saw.
+/// A transport for tests: answers a request by the first route whose method and path
+/// pattern match it, else with the next queued handler, in order; and records every
+/// request it saw.
 ///
 /// ```swift
 /// let mock = MockTransport()
-/// mock.respond(status: .ok, json: #"{"id": 1}"#)
-/// mock.fail(.cannotConnect)
+/// mock.on(.get, "/api/users/*", json: #"{"id": 1}"#)   // every GET of one user
+/// mock.respond(status: .ok, json: #"{"id": 1}"#)       // the next request with no route
+/// mock.fail(.cannotConnect)                            // and the one after
 /// let chain = ApplyEnvironment(env) --> mock
 /// ```
 ///
@@ -24,7 +26,14 @@ public final class MockTransport: HTTPLoader {
     /// Answers one request.
     public typealias Handler = @Sendable (APIRequest) async throws(CatenaError) -> APIResponse
 
+    private struct Route {
+        let method: HTTPRequest.Method?
+        let segments: [Substring]
+        let handler: Handler
+    }
+
     private struct State {
+        var routes: [Route] = []
         var handlers: [Handler] = []
         var requests: [APIRequest] = []
         var resets = 0
@@ -37,7 +46,41 @@ public final class MockTransport: HTTPLoader {
         self.chunkSize = max(1, chunkSize)
     }
 
-    /// Queues a handler for the next request that has none.
+    /// Answers every request with `method` (any method when nil) whose path matches
+    /// `pattern`: segments compared as sent (percent-encoded), `*` matches one segment,
+    /// `**` the rest of the path (none included). Routes are tried in the order added,
+    /// before the queue.
+    public func on(_ method: HTTPRequest.Method? = nil, _ pattern: String, _ handler: @escaping Handler) {
+        let route = Route(method: method, segments: pattern.split(separator: "/"), handler: handler)
+        state.withLock { $0.routes.append(route) }
+    }
+
+    /// Answers every matching request (see ``on(_:_:_:)``) with this response.
+    public func on(_ method: HTTPRequest.Method? = nil, _ pattern: String, status: HTTPResponse.Status = .ok,
+                   headerFields: HTTPFields = [:], body: Data = Data()) {
+        on(method, pattern) { request throws(CatenaError) in
+            APIResponse(status: status, headerFields: headerFields, body: body, request: request)
+        }
+    }
+
+    /// Answers every matching request (see ``on(_:_:_:)``) with this JSON.
+    public func on(_ method: HTTPRequest.Method? = nil, _ pattern: String, status: HTTPResponse.Status = .ok, json: String) {
+        on(method, pattern, status: status, headerFields: [.contentType: "application/json"], body: Data(json.utf8))
+    }
+
+    private static func matches(_ route: Route, _ request: APIRequest) -> Bool {
+        if let method = route.method, method != request.method { return false }
+        let path = request.percentEncodedPath.split(separator: "/")
+        var index = 0
+        for (position, segment) in route.segments.enumerated() {
+            if segment == "**" { return position == route.segments.count - 1 }
+            guard index < path.count, segment == "*" || segment == path[index] else { return false }
+            index += 1
+        }
+        return index == path.count
+    }
+
+    /// Queues a handler for the next request that no route answers.
     public func enqueue(_ handler: @escaping Handler) {
         state.withLock { $0.handlers.append(handler) }
     }
@@ -77,12 +120,15 @@ public final class MockTransport: HTTPLoader {
         }
         let (handler, seen) = state.withLock { state -> (Handler?, Int) in
             state.requests.append(request)
-            guard case .success = body, !state.handlers.isEmpty else { return (nil, state.requests.count) }
+            guard case .success = body else { return (nil, state.requests.count) }
+            if let route = state.routes.first(where: { Self.matches($0, request) }) { return (route.handler, state.requests.count) }
+            guard !state.handlers.isEmpty else { return (nil, state.requests.count) }
             return (state.handlers.removeFirst(), state.requests.count)
         }
         let sent = try body.get()
         guard let handler else {
-            throw CatenaError(.invalidRequest, request: request, detail: "MockTransport has no handler left for request #\(seen); enqueue one per expected request")
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "MockTransport has no route for \(request.method.rawValue) \(request.percentEncodedPath) and no handler left for request #\(seen)")
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         if let report = request[option: UploadProgress.self], let sent {

@@ -96,6 +96,29 @@ struct ChainTests {
         #expect(third?.detail?.contains("no handler left for request #3") == true)
         #expect(mock.requests.count == 3)
     }
+
+    @Test("mock routes answer by method and path pattern, every time, before the queue")
+    func mockRoutes() async throws {
+        let mock = MockTransport()
+        mock.on(.get, "/api/users/*", json: #"{"id": 1}"#)
+        mock.on(nil, "/files/**", status: .noContent)
+        mock.on(.delete, "/api/users/2") { request throws(CatenaError) in
+            APIResponse(status: .accepted, body: Data(), request: request)
+        }
+        mock.respond(status: .init(code: 418))
+        func status(_ method: HTTPRequest.Method, _ path: String) async -> Int? {
+            try? await mock.load(try APIRequest(method, urlString: "http://example.com" + path)).status.code
+        }
+        #expect(await status(.get, "/api/users/1") == 200)
+        #expect(await status(.get, "/api/users/2") == 200, "a route answers every time")
+        #expect(await status(.delete, "/api/users/2") == 202)
+        #expect(await status(.put, "/files") == 204, "** matches no segment too")
+        #expect(await status(.post, "/files/a/b%2Fc") == 204)
+        #expect(await status(.get, "/api/users/1/photos") == 418, "* is one segment: the queue answers")
+        let error = await #expect(throws: CatenaError.self) { try await mock.load(try APIRequest(.get, urlString: "http://example.com/api")) }
+        #expect(error?.detail?.contains("no route for GET /api") == true)
+        #expect(mock.requests.count == 7)
+    }
 }
 
 @Suite("Server environment")

@@ -133,6 +133,42 @@ struct TLSTests {
         _ = try URLSessionTransport(trust: .system)
     }
 
+    @Test("HTTP/2: a server that shuts down (GOAWAY) mid-flight ends every call once, each with a response or a clear error, never unknown")
+    func goAway() async throws {
+        let server = try await DemoServer.start(tls: DemoTLS(certificate: try TLSServers.authority.get().issue()))
+        let transport = try AsyncHTTPClientTransport(trust: try TLSServers.trust(), timeout: Timing.stretch(.seconds(20)))
+        defer { Task { try? await transport.shutdown() } }
+        let chain = try TLSServers.chain(server, transport)
+        _ = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))   // the connection is up
+        let calls = (0..<10).map { index in
+            Task { () -> Result<Int, CatenaError> in
+                // Half finish within the server's 1 s grace period, half outlast it.
+                let delay = index.isMultiple(of: 2) ? "0.3" : "5"
+                do throws(CatenaError) {
+                    return .success(try await chain.load(try APIRequest(.get, path: ["api", "users", "2"],
+                                                                       query: [URLQueryItem(name: "delay", value: delay)])).status.code)
+                } catch {
+                    return .failure(error)
+                }
+            }
+        }
+        try await Task.sleep(for: Timing.stretch(.milliseconds(100)))
+        await server.stop()
+        var outcomes: [String] = []
+        for call in calls {
+            switch await call.value {
+            case .success(let status): outcomes.append("\(status)")
+            case .failure(let error): outcomes.append("\(error.code)")
+            }
+        }
+        // Seen: 200 for those within the grace period, connection lost for streams
+        // the server closed, cannot connect for one sent after the GOAWAY.
+        #expect(outcomes.allSatisfy { ["200", "connection lost", "cannot connect"].contains($0) }, "\(outcomes)")
+        #expect(outcomes.contains("200"), "calls within the grace period complete: \(outcomes)")
+        let after = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["api", "users", "2"])) }
+        #expect(after?.code == .cannotConnect, "\(String(describing: after))")
+    }
+
     @Test("HTTP/2: 64 requests at once share one connection on AsyncHTTPClient; a streamed 8 MiB body arrives whole")
     func http2() async throws {
         let server = try await TLSServers.running()

@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "CatenaAsyncHTTPClient", targets: ["CatenaAsyncHTTPClient"]),
         .library(name: "CatenaTesting", targets: ["CatenaTesting"]),
         .library(name: "CatenaOperations", targets: ["CatenaOperations"]),
+        .library(name: "CatenaObservability", targets: ["CatenaObservability"]),
         .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
         .executable(name: "catena", targets: ["catena"]),
     ],
@@ -32,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // Core: HTTP values, the loader chain, middleware, URLSession transport.
@@ -62,6 +65,17 @@ let package = Package(
         .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
         // Operation and OperationQueue for code bases built on them (seeds 000, 001, 003).
         .target(name: "CatenaOperations", dependencies: ["Catena"], swiftSettings: strict),
+        // Tracing and metrics middleware (swift-distributed-tracing, swift-metrics): in a
+        // target of their own, so the core stays free of them.
+        .target(
+            name: "CatenaObservability",
+            dependencies: [
+                "Catena",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strict
+        ),
         // The example API module for reqres.in's users (seed 000's API).
         .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
         // The example API module for Flickr's photos (seed 001's API).
@@ -126,6 +140,9 @@ let package = Package(
             name: "CatenaIntegrationTests",
             dependencies: [
                 "ThreadSanitizerSuppressions", "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
+                "CatenaObservability",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

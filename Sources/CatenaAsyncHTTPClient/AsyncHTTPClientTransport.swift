@@ -209,6 +209,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                                       detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
                 }
                 attempts += 1
+                request.report(.resent(after: error.code))
             }
         }
     }
@@ -419,6 +420,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         } catch {
             throw CatenaError(.invalidRequest, request: request, underlyingError: error, detail: "the \(request.body.kind) body could not be opened")
         }
+        if let length = stream.length { request.report(.bodySent(bytes: length)) }
         let report = request[option: UploadProgress.self]
         let sent = Atomic<Int64>(0)
         report?(TransferProgress(completed: 0, total: stream.length))

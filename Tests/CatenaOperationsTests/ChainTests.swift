@@ -113,8 +113,10 @@ struct OperationChainTests {
         #expect(try await chain.value(on: queue) == 10_000)
         // The chain adds each step when its predecessor finished: the queue never holds
         // waiting operations (Linux's quadratic path). Seen from inside a step: itself,
-        // and perhaps its predecessor still on its way out.
-        #expect(most.value <= 2)
+        // and perhaps a predecessor or two still on their way out (the queue drops a
+        // finished operation on its own thread: 3 was seen once on a loaded machine).
+        // The point is a bound that does not grow with the chain's 10,000 steps.
+        #expect(most.value <= 4)
     }
 
     @Test("on a serial queue every step goes through the queue: nothing else of the queue runs alongside")

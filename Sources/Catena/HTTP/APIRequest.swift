@@ -232,6 +232,16 @@ public struct APIRequest: Sendable {
     }
 }
 
+extension APIRequest {
+    /// The URL as text with the values of secret query items hidden (those the
+    /// request's ``Redaction`` option and ``Redaction/default`` name): for logs,
+    /// traces and metrics. Parts that are missing are left out, so this also works
+    /// for a relative request.
+    public var redactedURLString: String {
+        assembleURL(redacting: Redaction.effective(for: self))
+    }
+}
+
 extension APIRequest: CustomStringConvertible {
     /// "GET https://host/path?query", with the values of the query items its
     /// ``Redaction`` option names hidden.

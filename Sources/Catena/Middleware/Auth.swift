@@ -220,7 +220,7 @@ public struct TokenAuth: HTTPMiddleware {
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         guard case .send = try scope.decide(request, loader: "TokenAuth") else { return try await next.load(request) }
         let epoch = store.epoch
-        let token = try await obtain(request) { try await store.validToken(since: epoch) }
+        let token = try await obtain(request) { try await store.validToken(since: epoch, for: request) }
         var authorized = request
         authorized.headerFields[.authorization] = "Bearer \(token.accessToken)"
         do {
@@ -229,7 +229,7 @@ public struct TokenAuth: HTTPMiddleware {
         } catch where error.response?.status == .unauthorized {
             // A validating loader below turned the 401 into an error: refresh all the same.
         }
-        let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch) }
+        let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch, for: request) }
         authorized.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
         return try await next.load(authorized)
     }
@@ -305,23 +305,42 @@ final class TokenStore: Sendable {
 
     /// The current token if it is still fresh, else a refreshed one. Throws
     /// `CancellationError` when the store was reset since `epoch`.
-    func validToken(since epoch: UInt64) async throws -> BearerToken {
+    func validToken(since epoch: UInt64, for request: APIRequest? = nil) async throws -> BearerToken {
         let (token, obtainedAt, resets) = state.withLock { ($0.token, $0.obtainedAt, $0.resets) }
         guard resets == epoch else { throw CancellationError() }
         if let token, isFresh(token, obtainedAt: obtainedAt) { return token }
-        return try await refreshed(replacing: token, since: epoch)
+        return try await refreshed(replacing: token, since: epoch, for: request)
     }
 
     /// A token other than `stale`: the current one if someone already refreshed it,
     /// the result of the refresh in flight, or of a new refresh. Throws
     /// `CancellationError` at once when the calling task is cancelled or the store is
-    /// reset while it waits, or was reset since `epoch`.
-    func refreshed(replacing stale: BearerToken?, since epoch: UInt64) async throws -> BearerToken {
+    /// reset while it waits, or was reset since `epoch`. A wait for a refresh is
+    /// reported to `request`'s observers as ``CallEvent/tokenRefresh(startedRefresh:waited:succeeded:)``.
+    func refreshed(replacing stale: BearerToken?, since epoch: UInt64, for request: APIRequest? = nil) async throws -> BearerToken {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter &+= 1
             return state.nextWaiter
         }
-        return try await withTaskCancellationHandler {
+        // Set when this call waits for a refresh: whether it started that refresh.
+        let waited = Locked<Bool?>(nil)
+        let start = ContinuousClock.now
+        do {
+            let token = try await waitForToken(replacing: stale, since: epoch, id: id, waited: waited)
+            if let started = waited.withLock({ $0 }) {
+                request?.report(.tokenRefresh(startedRefresh: started, waited: ContinuousClock.now - start, succeeded: true))
+            }
+            return token
+        } catch {
+            if let started = waited.withLock({ $0 }) {
+                request?.report(.tokenRefresh(startedRefresh: started, waited: ContinuousClock.now - start, succeeded: false))
+            }
+            throw error
+        }
+    }
+
+    private func waitForToken(replacing stale: BearerToken?, since epoch: UInt64, id: UInt64, waited: Locked<Bool?>) async throws -> BearerToken {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (waiter: Waiter) in
                 enum Now { case token(BearerToken), cancelled, waiting }
                 let now = state.withLock { state -> Now in
@@ -332,7 +351,9 @@ final class TokenStore: Sendable {
                         return .token(current)
                     }
                     state.waiters[id] = waiter
-                    if state.refresh == nil { startRefresh(replacing: stale, in: &state) }
+                    let starts = state.refresh == nil
+                    if starts { startRefresh(replacing: stale, in: &state) }
+                    waited.withLock { $0 = starts }
                     return .waiting
                 }
                 switch now {

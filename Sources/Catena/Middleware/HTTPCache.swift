@@ -87,10 +87,12 @@ public struct HTTPCache: HTTPMiddleware {
         let entry = store.entry(for: url, matching: request)
         if let entry, !directives.noCache, directives.maxAge != 0, !entry.directives.noCache, entry.isFresh(at: now()) {
             store.count(\.hits)
+            request.report(.cache(.hit))
             return entry.response(to: request, at: now())
         }
         guard let entry, entry.hasValidator, !request.hasConditions else {
             store.count(\.misses)
+            request.report(.cache(.miss))
             let response = try await next.load(request)
             keep(response, for: request, sent: response.request, url: url)
             return response
@@ -106,6 +108,7 @@ public struct HTTPCache: HTTPMiddleware {
         }
         guard answer.status.code == 304 else {
             store.count(\.misses)
+            request.report(.cache(.miss))
             let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
             keep(response, for: request, sent: answer.request, url: url)
             return response
@@ -113,6 +116,7 @@ public struct HTTPCache: HTTPMiddleware {
         let refreshed = entry.refreshed(by: answer, at: now())
         store.put(refreshed, for: url, limit: maximumBytes)
         store.count(\.revalidated)
+        request.report(.cache(.revalidated))
         return refreshed.response(to: request, at: now())
     }
 

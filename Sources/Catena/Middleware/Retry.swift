@@ -130,10 +130,12 @@ public struct Retry: HTTPMiddleware {
             var attemptRequest = request
             attemptRequest[option: RetryAttempt.self] = attempt
             let delay: Duration
+            let reason: CallEvent.Outcome
             do {
                 let response = try await next.load(attemptRequest)
                 guard retriesMethod, let wait = self.delay(after: response, attempt: attempt, strategy: strategy) else { return response }
                 delay = wait
+                reason = .status(response.status.code)
             } catch {
                 let code = error.code
                 let retryable = retriesMethod && code != .cancelled && code != .resetInProgress
@@ -142,11 +144,14 @@ public struct Retry: HTTPMiddleware {
                 if code == .unacceptableStatus, let response = error.response {
                     guard let wait = self.delay(after: response, attempt: attempt, strategy: strategy) else { throw error }
                     delay = wait
+                    reason = .status(response.status.code)
                 } else {
                     guard attempt < strategy.maxAttempts else { throw error }
                     delay = backoff(beforeRetry: attempt, strategy: strategy)
+                    reason = .error(code)
                 }
             }
+            request.report(.retrying(attempt: attempt + 1, delay: delay, after: reason))
             do {
                 try await clock.sleep(for: delay)
             } catch {

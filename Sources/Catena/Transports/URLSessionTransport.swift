@@ -290,13 +290,17 @@ final class URLSessionOwner: Sendable {
 }
 
 extension APIRequest {
-    /// Produces the body's bytes for one attempt.
+    /// Produces the body's bytes for one attempt, and reports their count to the
+    /// request's observers (``CallEvent/bodySent(bytes:)``): transports call it once
+    /// per attempt they send.
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` naming the body's kind when it
     ///   cannot be produced (a value that fails to encode, say).
     public func bodyData() async throws(CatenaError) -> Data? {
         do {
-            return try await body.makeData()
+            let data = try await body.makeData()
+            if let data { report(.bodySent(bytes: Int64(data.count))) }
+            return data
         } catch {
             throw CatenaError(.invalidRequest, request: self, underlyingError: error, detail: "the \(body.kind) body could not be produced")
         }

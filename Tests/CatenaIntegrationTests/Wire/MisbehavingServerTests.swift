@@ -231,9 +231,11 @@ struct ResendBeforeHeadTests {
                     detail: "the response's framing is broken")
     }
 
-    @Test("a failure before the head with time left is sent again; the second answer is the answer")
+    @Test("a failure before the head with time left is sent again, reported to the call's observers; the second answer is the answer")
     func resendsWithTimeLeft() async throws {
-        let request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)
+        var request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)
+        let events = Locked<[CallEvent]>([])
+        request.observe(CallObserver { event in events.withLock { $0.append(event) } })
         let attempts = Locked(0)
         let answer = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .seconds(5)) { _ throws(CatenaError) -> Int in
             let attempt = attempts.withLock { $0 += 1; return $0 }
@@ -241,6 +243,7 @@ struct ResendBeforeHeadTests {
             return attempt
         }
         #expect(answer == 2)
+        #expect(events.withLock { $0 } == [.resent(after: .invalidResponse)])
     }
 
     @Test("when every attempt fails before its head, the server's garbled answer is the error, not a stale connection's close")

@@ -1,0 +1,76 @@
+/// Something that happened inside a call, reported by the loaders that saw it to
+/// whoever observes the call (tracing and metrics middleware, a test).
+///
+/// Loaders report only what the caller cannot see from the outcome alone: the attempts
+/// ``Retry`` made, the token refreshes ``TokenAuth`` waited for, what ``HTTPCache``
+/// decided, and the sends a transport repeated on its own.
+public enum CallEvent: Sendable, Equatable {
+    /// ``Retry`` is about to wait `delay` and send attempt number `attempt` (2, 3, …),
+    /// because the previous attempt ended as `after` says.
+    case retrying(attempt: Int, delay: Duration, after: Outcome)
+    /// The transport sent the request again by itself, because the attempt failed
+    /// with `after` before any response head (a reused connection turned out closed).
+    case resent(after: CatenaError.Code)
+    /// ``TokenAuth`` needed a new token for this call and waited `waited` for it.
+    /// `startedRefresh` is false when the call joined a refresh another call started;
+    /// `succeeded` says whether a token came back.
+    case tokenRefresh(startedRefresh: Bool, waited: Duration, succeeded: Bool)
+    /// What ``HTTPCache`` did with this call.
+    case cache(CacheOutcome)
+    /// A transport produced a request body of `bytes` bytes to send (once per
+    /// attempt; a streamed body only when its length is known).
+    case bodySent(bytes: Int64)
+
+    /// How an attempt ended: with a status, or with an error.
+    public enum Outcome: Sendable, Equatable {
+        /// The server answered with this status code.
+        case status(Int)
+        /// The attempt failed with this code.
+        case error(CatenaError.Code)
+    }
+
+    /// What ``HTTPCache`` did with a call.
+    public enum CacheOutcome: String, Sendable, Equatable {
+        /// Answered from a fresh entry, without the network.
+        case hit
+        /// Answered by the server (no entry, or an entry the server replaced).
+        case miss
+        /// A stale entry the server confirmed with 304.
+        case revalidated
+    }
+}
+
+/// Receives the ``CallEvent``s of calls. Set on a request with
+/// ``APIRequest/observe(_:)``; called on whatever task reports, possibly concurrently,
+/// so it must be quick and thread-safe.
+public struct CallObserver: Sendable {
+    let handle: @Sendable (CallEvent) -> Void
+
+    /// An observer that hands each event to `handle`.
+    public init(_ handle: @escaping @Sendable (CallEvent) -> Void) {
+        self.handle = handle
+    }
+}
+
+/// The observers a request carries; every loader below reports to all of them.
+enum CallObservers: RequestOption {
+    static let defaultValue: [CallObserver] = []
+}
+
+extension APIRequest {
+    /// Adds `observer` to the ones this request reports its ``CallEvent``s to. The
+    /// observers travel with the request down the chain, so only loaders below the one
+    /// that adds an observer report to it.
+    public mutating func observe(_ observer: CallObserver) {
+        self[option: CallObservers.self].append(observer)
+    }
+
+    /// Reports `event` to this request's observers; does nothing (one dictionary
+    /// lookup) when there are none. For middleware that wants its own events seen.
+    public func report(_ event: @autoclosure () -> CallEvent) {
+        let observers = self[option: CallObservers.self]
+        guard !observers.isEmpty else { return }
+        let event = event()
+        for observer in observers { observer.handle(event) }
+    }
+}

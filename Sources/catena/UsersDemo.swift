@@ -38,10 +38,13 @@ struct UsersDemo: AsyncParsableCommand {
     @Flag(help: "Also delete the user (DELETE /api/users/{id}).")
     var delete = false
 
+    @Flag(help: "Trace the run: print each call's span (OpenTelemetry conventions) as a tree, and the metrics, from an in-memory tracer and metrics backend.")
+    var trace = false
+
     func validate() throws {
         guard perPage >= 1 else { throw ValidationError("--per-page must be at least 1") }
-        guard !watch || (!create && !update && !delete && userID == nil && engine == .async) else {
-            throw ValidationError("--watch runs on its own: leave out --user-id, --create, --update, --delete and --engine")
+        guard !watch || (!create && !update && !delete && userID == nil && engine == .async && !trace) else {
+            throw ValidationError("--watch runs on its own: leave out --user-id, --create, --update, --delete, --engine and --trace")
         }
     }
 
@@ -53,7 +56,15 @@ struct UsersDemo: AsyncParsableCommand {
             }
             return
         }
-        await connection.runDemo { chain, server in try await runChain(chain, server: server) }
+        guard trace else {
+            await connection.runDemo { chain, server in try await runChain(chain, server: server) }
+            return
+        }
+        let report = TraceReport()
+        await connection.runDemo { chain, server in
+            try await report.run("catena demo users") { try await runChain(report.instrument(chain), server: server) }
+            report.print()
+        }
     }
 
     /// A content loader pages through the user list, printing each state as it

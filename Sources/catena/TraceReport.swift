@@ -1,0 +1,91 @@
+import Catena
+import CatenaObservability
+import Foundation
+import InMemoryTracing
+import MetricsTestKit
+import Tracing
+
+/// `--trace`: an in-memory tracer and metrics backend for one demo run, printed at
+/// the end as a span tree and a metrics table.
+struct TraceReport {
+    let tracer = InMemoryTracer()
+    let metrics = TestMetrics()
+
+    /// `chain` with tracing and metrics in front, both recording here.
+    func instrument(_ chain: any HTTPLoader) -> any HTTPLoader {
+        TracingMiddleware(tracer: tracer) --> MetricsMiddleware(factory: metrics) --> chain
+    }
+
+    /// Runs `body` inside a root span named `name`, so the calls nest under it.
+    func run(_ name: String, _ body: () async throws -> Void) async throws {
+        try await withTracer(tracer) {
+            try await withSpan(name) { _ in try await body() }
+        }
+    }
+
+    func print() {
+        let spans = tracer.finishedSpans.sorted { $0.startInstant.nanosecondsSinceEpoch < $1.startInstant.nanosecondsSinceEpoch }
+        let ids = Set(spans.map(\.spanID))
+        Swift.print()
+        Swift.print("Spans (in-memory tracer; each call one client span, what happened inside as events)")
+        for root in spans where root.parentSpanID.map({ !ids.contains($0) }) ?? true {
+            printSpan(root, in: spans, prefix: "", childPrefix: "")
+        }
+        Swift.print()
+        Swift.print("Metrics (in-memory backend)")
+        var rows: [(String, String, String)] = []
+        for timer in metrics.timers.sorted(by: { $0.label + "\($0.dimensions)" < $1.label + "\($1.dimensions)" }) {
+            let values = timer.values
+            let mean = values.isEmpty ? 0 : values.reduce(0, +) / Int64(values.count)
+            rows.append((timer.label, Self.dimensions(timer.dimensions), "\(values.count) calls, mean \(Terminal.milliseconds(.nanoseconds(mean)))"))
+        }
+        for counter in metrics.counters.sorted(by: { $0.label + "\($0.dimensions)" < $1.label + "\($1.dimensions)" }) {
+            rows.append((counter.label, Self.dimensions(counter.dimensions), "\(counter.totalValue)"))
+        }
+        for meter in metrics.meters {
+            rows.append((meter.label, Self.dimensions(meter.dimensions), "now \(Int(meter.lastValue ?? 0)), peak \(Int(meter.values.max() ?? 0))"))
+        }
+        let labelWidth = rows.map(\.0.count).max() ?? 0, dimensionWidth = rows.map(\.1.count).max() ?? 0
+        for row in rows { Swift.print("  \(row.0.padding(labelWidth))  \(row.1.padding(dimensionWidth))  \(row.2)") }
+    }
+
+    private func printSpan(_ span: FinishedInMemorySpan, in spans: [FinishedInMemorySpan], prefix: String, childPrefix: String) {
+        let nanoseconds = span.endInstant.nanosecondsSinceEpoch - span.startInstant.nanosecondsSinceEpoch
+        var line = "\(prefix)\(span.operationName)"
+        for name in ["http.response.status_code", "url.full"] {
+            if let value = span.attributes.get(name) { line += " \(Self.text(value))" }
+        }
+        if let error = span.attributes.get("error.type") { line += " error.type=\(Self.text(error))" }
+        Swift.print("  \(line)  \(Terminal.milliseconds(.nanoseconds(Int64(nanoseconds))))")
+        let children = spans.filter { $0.parentSpanID == span.spanID }
+        for event in span.events {
+            let attributes = Self.attributes(event.attributes)
+            Swift.print("  \(childPrefix)\(children.isEmpty ? "  " : "│ ")· \(event.name)\(attributes.isEmpty ? "" : " \(attributes)")")
+        }
+        for (index, child) in children.enumerated() {
+            let last = index == children.count - 1
+            printSpan(child, in: spans, prefix: childPrefix + (last ? "└─ " : "├─ "), childPrefix: childPrefix + (last ? "   " : "│  "))
+        }
+    }
+
+    private static func attributes(_ attributes: SpanAttributes) -> String {
+        var pairs: [String] = []
+        attributes.forEach { name, value in pairs.append("\(name)=\(text(value))") }
+        return pairs.sorted().joined(separator: " ")
+    }
+
+    private static func text(_ value: SpanAttribute) -> String {
+        switch value {
+        case .string(let text): text
+        case .int64(let number): "\(number)"
+        case .int32(let number): "\(number)"
+        case .double(let number): "\(number)"
+        case .bool(let flag): "\(flag)"
+        default: "\(value)"
+        }
+    }
+
+    private static func dimensions(_ dimensions: [(String, String)]) -> String {
+        dimensions.map { "\($0.0)=\($0.1)" }.joined(separator: " ")
+    }
+}

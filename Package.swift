@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "CatenaTesting", targets: ["CatenaTesting"]),
         .library(name: "CatenaOperations", targets: ["CatenaOperations"]),
         .library(name: "CatenaObservability", targets: ["CatenaObservability"]),
+        .library(name: "CatenaOpenAPI", targets: ["CatenaOpenAPI"]),
         .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
         .executable(name: "catena", targets: ["catena"]),
     ],
@@ -35,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
     ],
     targets: [
         // Core: HTTP values, the loader chain, middleware, URLSession transport.
@@ -75,6 +77,27 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
+        ),
+        // The OpenAPI bridge: generated clients through a Catena chain, and OpenAPI client
+        // middleware in a Catena chain (swift-openapi-runtime).
+        .target(
+            name: "CatenaOpenAPI",
+            dependencies: [
+                "Catena",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
+        // The demo server's users API as swift-openapi-generator makes it from
+        // openapi.yaml; the generated code is committed (see scripts/generate-openapi.sh).
+        .target(
+            name: "DemoUsersOpenAPI",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
         // The example API module for reqres.in's users (seed 000's API).
         .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
@@ -147,7 +170,8 @@ let package = Package(
             name: "CatenaIntegrationTests",
             dependencies: [
                 "ThreadSanitizerSuppressions", "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
-                "CatenaObservability",
+                "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -73,13 +73,7 @@ extension Error {
 extension APIRequest {
     /// The generated request, with its body, sent to `baseURL` + its path.
     init(openAPI request: HTTPRequest, body: HTTPBody?, baseURL: URL) async throws(CatenaError) {
-        let base = baseURL.absoluteString.hasSuffix("/") ? String(baseURL.absoluteString.dropLast()) : baseURL.absoluteString
-        let path = request.path ?? "/"
-        guard let url = URL(string: base + (path.hasPrefix("/") ? path : "/" + path)) else {
-            throw CatenaError(.invalidRequest, request: APIRequest(request.method, url: baseURL),
-                              detail: "the OpenAPI request's path does not form a URL with the base URL")
-        }
-        self.init(request.method, url: url, headerFields: request.headerFields)
+        self.init(request.method, origin: baseURL, percentEncodedPathAndQuery: request.path ?? "/", headerFields: request.headerFields)
         self.body = try await .openAPI(body, for: self)
     }
 }

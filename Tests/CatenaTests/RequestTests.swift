@@ -150,3 +150,31 @@ struct OptionTests {
         #expect(request[option: RequestTimeout.self] == .milliseconds(250))
     }
 }
+
+@Suite("APIRequest from an origin and an encoded path (the OpenAPI bridge)")
+struct OriginRequestTests {
+    @Test("the origin's path is a prefix; the path and query are kept as given; a fragment is dropped")
+    func examples() throws {
+        let prefixed = APIRequest(.get, origin: URL(string: "https://api.example.com/v1/")!, percentEncodedPathAndQuery: "/users/a%20b?page=2&x=%26#top", headerFields: [:])
+        #expect(try prefixed.urlString() == "https://api.example.com/v1/users/a%20b?page=2&x=%26")
+        let bare = APIRequest(.delete, origin: URL(string: "http://[::1]:8080")!, percentEncodedPathAndQuery: "items", headerFields: [:])
+        #expect(try bare.urlString() == "http://[::1]:8080/items")
+        #expect(bare.host == "::1")
+        #expect(bare.method == .delete)
+    }
+
+    @Test("random encoded paths and queries come out exactly as they went in, and never trap")
+    func roundTrip() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let alphabet = Array("abcXYZ019-._~!$&'()*+,;=:@/%20%2F?=&")
+        for _ in 0..<2_000 {
+            let path = "/" + String((0..<Int.random(in: 0...30, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.filter { $0 != "?" })
+            let query = String((0..<Int.random(in: 0...30, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+            let pathAndQuery = path + (query.isEmpty ? "" : "?" + query)
+            let request = APIRequest(.get, origin: URL(string: "http://127.0.0.1:9")!, percentEncodedPathAndQuery: pathAndQuery, headerFields: [:])
+            let expectedQuery = query.split(separator: "&", omittingEmptySubsequences: true).joined(separator: "&")
+            #expect(try request.urlString() == "http://127.0.0.1:9" + path + (expectedQuery.isEmpty ? "" : "?" + expectedQuery), "seed \(seed)")
+        }
+    }
+}

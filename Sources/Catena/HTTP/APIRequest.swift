@@ -83,6 +83,28 @@ public struct APIRequest: Sendable {
         appendQueryItems(query)
     }
 
+    /// For bridges from other HTTP libraries: a request to `origin`'s scheme, host, port
+    /// and path (kept as a prefix), then `percentEncodedPathAndQuery` exactly as given
+    /// ("/users/2?page=1"; a fragment is dropped). No URL is parsed: the OpenAPI
+    /// transport makes one of these per call.
+    package init(_ method: HTTPRequest.Method, origin: URL, percentEncodedPathAndQuery: String, headerFields: HTTPFields) {
+        self.init(blank: method, headerFields: headerFields, body: .empty)
+        scheme = origin.scheme?.lowercased()
+        host = origin.host(percentEncoded: false).flatMap { host in
+            let bare = host.hasPrefix("[") && host.hasSuffix("]") && host.count >= 2 ? String(host.dropFirst().dropLast()) : host
+            return bare.isEmpty ? nil : bare
+        }
+        port = origin.port
+        var prefix = origin.path(percentEncoded: true)
+        if prefix.hasSuffix("/") { prefix.removeLast() }
+        var rest = Substring(percentEncodedPathAndQuery)
+        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
+        let questionMark = rest.firstIndex(of: "?")
+        let path = questionMark.map { rest[..<$0] } ?? rest
+        percentEncodedPath = prefix + (path.hasPrefix("/") ? path : "/" + path)
+        if let questionMark { query = EncodedQueryItem.parse(String(rest[rest.index(after: questionMark)...])) }
+    }
+
     /// A request to `path` below `baseURL` (whose own path is kept as a prefix).
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` when the base URL is not absolute

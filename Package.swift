@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
     ],
     targets: [
         // Core: HTTP values, the loader chain, middleware, URLSession transport.
@@ -128,7 +129,7 @@ let package = Package(
             name: "catena",
             dependencies: [
                 "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
-                "CatenaObservability",
+                "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -142,7 +143,8 @@ let package = Package(
             name: "CatenaBenchmarks",
             dependencies: [
                 "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
-                "CatenaObservability",
+                "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -32,7 +32,7 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    var sections: Set<String> = ["http", "https", "operations", "cache", "soak", "stream", "observability"]
+    var sections: Set<String> = ["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi"]
     /// Calls per transport in the soak.
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
@@ -49,9 +49,9 @@ struct Settings {
             case ("--in-flight", let value?): inFlight = value
             case ("--soak-requests", let value?): soakRequests = value
             case ("--soak-row", let value?): soakRow = value
-            case ("--only", _) where text.map(["http", "https", "operations", "cache", "soak", "stream", "observability"].contains) == true: sections = [text!]
+            case ("--only", _) where text.map(["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi"].contains) == true: sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability]")
+                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability|openapi]")
                 exit(2)
             }
         }
@@ -237,6 +237,9 @@ enum Benchmarks {
         }
         if settings.sections.contains("soak") {
             try await soakBenchmark(base: base, requests: settings.soakRequests, row: settings.soakRow)
+        }
+        if settings.sections.contains("openapi") {
+            try await openAPIBenchmark(base: base, settings: settings)
         }
         if settings.sections.contains("observability") {
             try await observabilityBenchmark(base: base, settings: settings)

@@ -18,7 +18,7 @@ struct CatenaCommand: AsyncParsableCommand {
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Runs one of the seed documents' examples.",
-        subcommands: [UsersDemo.self, PhotosDemo.self, AuthDemo.self, StreamDemo.self]
+        subcommands: [UsersDemo.self, PhotosDemo.self, AuthDemo.self, StreamDemo.self, OpenAPIDemo.self]
     )
 }
 

@@ -266,6 +266,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let outgoing = try await outgoing(request)
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let response: HTTPClientResponse
+        let started = ContinuousClock.now
         do {
             do {
                 // AsyncHTTPClient's deadline ends with the head: exactly the head timeout.
@@ -277,6 +278,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         } catch {
             throw Self.map(error, request: request, timeout: timeout, limit: .max)
         }
+        let timing = ResponseTiming(started: started, headArrived: .now)
+        request.report(.responseHead(status: Int(response.status.code), after: timing.timeToFirstByte))
         let producer = Locked<Task<Void, Never>?>(nil)
         let channel = BodyChannel(request: request, window: request[option: StreamWindow.self],
                                   idle: request[option: StreamIdleTimeout.self]) {
@@ -299,8 +302,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         producer.withLock { $0 = task }
         if channel.hasEnded { task.cancel() }
-        return StreamedResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-                                headerFields: Self.fields(of: response), body: ResponseBody(channel: channel), request: request)
+        var streamed = StreamedResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+                                        headerFields: Self.fields(of: response), body: ResponseBody(channel: channel), request: request)
+        streamed.timing = timing
+        return streamed
     }
 
     /// A status that is no HTTP status, or two Content-Lengths that disagree, is no
@@ -331,6 +336,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let limit = request[option: MaximumResponseSize.self]
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let deadline = NIODeadline.now() + TimeAmount(timeout)
+        let started = ContinuousClock.now
         do {
             let response: HTTPClientResponse
             do {
@@ -339,6 +345,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 throw PreHeadFailure(error: error)
             }
             try Self.checkHead(response, request: request)
+            let headArrived = ContinuousClock.now
+            request.report(.responseHead(status: Int(response.status.code), after: headArrived - started))
             let body = response.body
             let buffer: ByteBuffer
             if let destination = request[option: DownloadDestination.self], (200..<300).contains(response.status.code) {
@@ -354,11 +362,13 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } else {
                 buffer = try await withinDeadline(deadline) { try await body.collect(upTo: limit) }
             }
-            return APIResponse(
+            var complete = APIResponse(
                 status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
                 headerFields: Self.fields(of: response),
                 body: Data(buffer: buffer, byteTransferStrategy: .automatic),
                 request: request)
+            complete.timing = ResponseTiming(started: started, headArrived: headArrived, bodyEnded: .now)
+            return complete
         } catch {
             throw Self.map(error, request: request, timeout: timeout, limit: limit)
         }

@@ -148,6 +148,7 @@ private final class Instruments: Sendable {
             case .tokenRefresh(let started, _, let succeeded): if started { refreshes[succeeded]?.increment() }
             case .cache(let outcome): cache[outcome]?.increment()
             case .bodySent(let bytes): requestBytes.increment(by: bytes)
+            case .responseHead: break
             }
         })
         return request

@@ -61,7 +61,7 @@ public struct TracingMiddleware: HTTPMiddleware {
         }
         switch outcome {
         case .success(let response):
-            call.finish(status: response.status.code, sent: response.request)
+            call.finish(status: response.status.code, sent: response.request, timing: response.timing)
             return response
         case .failure(let error):
             call.finish(error: error)
@@ -82,14 +82,13 @@ public struct TracingMiddleware: HTTPMiddleware {
         }
         switch outcome {
         case .success(let streamed):
-            let status = streamed.status.code, sent = streamed.request
-            call.span.addEvent(SpanEvent(name: "http.response.head"))
+            let status = streamed.status.code, sent = streamed.request, timing = streamed.timing
             streamed.body.whenEnded { bytes, error in
                 call.span.attributes["http.response.body.size"] = bytes
                 if let error {
                     call.finish(error: error)
                 } else {
-                    call.finish(status: status, sent: sent)
+                    call.finish(status: status, sent: sent, timing: timing?.withBody(endedAt: .now))
                 }
             }
             return streamed
@@ -133,6 +132,11 @@ private struct SpanCall: Sendable {
                     attributes["catena.token_refresh.wait_ms"] = waited.milliseconds
                     attributes["catena.token_refresh.succeeded"] = succeeded
                 }))
+            case .responseHead(let status, let after):
+                span.addEvent(SpanEvent(name: "http.response.head", attributes: .with { attributes in
+                    attributes["http.response.status_code"] = status
+                    attributes["catena.time_to_first_byte_ms"] = after.milliseconds
+                }))
             case .bodySent(let bytes):
                 span.attributes["http.request.body.size"] = bytes
             case .cache(let outcome):
@@ -146,8 +150,13 @@ private struct SpanCall: Sendable {
     }
 
     /// Ends the span with the response's status; 4xx and 5xx are errors for a client.
-    func finish(status: Int, sent: APIRequest) {
+    /// The exchange's phases, when the transport measured them, become attributes.
+    func finish(status: Int, sent: APIRequest, timing: ResponseTiming?) {
         describe(sent)
+        if let timing {
+            span.attributes["catena.time_to_first_byte_ms"] = timing.timeToFirstByte.milliseconds
+            if let body = timing.bodyDuration { span.attributes["catena.body_duration_ms"] = body.milliseconds }
+        }
         span.attributes["http.response.status_code"] = status
         if status >= 400 {
             span.attributes["error.type"] = "\(status)"

@@ -90,6 +90,10 @@ struct TracingTests {
         #expect(span.string("error.type") == nil)
         #expect(span.status == nil)
         #expect(span.int("http.request.resend_count") == nil)
+        // The transport's phases: attributes on the span, the head as an event.
+        #expect(try #require(span.int("catena.time_to_first_byte_ms")) >= 0)
+        #expect(try #require(span.int("catena.body_duration_ms")) >= 0)
+        #expect(span.events.filter { $0.name == "http.response.head" }.count == 1)
         // The server received this span's context: it is the parent of the server's work.
         #expect(echo.header(InMemoryTracer.traceIDKey) == span.spanContext.traceID)
         #expect(echo.header(InMemoryTracer.spanIDKey) == span.spanContext.spanID)
@@ -186,6 +190,7 @@ struct TracingTests {
         #expect(span.int("http.response.body.size") == 100_000)
         #expect(span.int("http.response.status_code") == 200)
         #expect(span.events.contains { $0.name == "http.response.head" })
+        #expect(span.int("catena.body_duration_ms") != nil, "the body's duration, measured when it ended")
     }
 
     @Test("the cache's decision is on the span: miss, then hit", arguments: TransportKind.allCases)

@@ -12,6 +12,9 @@ public struct APIResponse: Sendable {
     public var body: Data
     /// The request as the transport sent it.
     public var request: APIRequest
+    /// How long the exchange took, when it went over the network (nil from a mock or
+    /// a cache hit).
+    public var timing: ResponseTiming?
 
     /// Creates a response (transports and mocks use this).
     public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: Data = Data(), request: APIRequest) {

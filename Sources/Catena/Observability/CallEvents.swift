@@ -17,6 +17,10 @@ public enum CallEvent: Sendable, Equatable {
     case tokenRefresh(startedRefresh: Bool, waited: Duration, succeeded: Bool)
     /// What ``HTTPCache`` did with this call.
     case cache(CacheOutcome)
+    /// A transport received a response head with status `status`, `after` it handed
+    /// the request to its HTTP client (once per exchange: each attempt and each
+    /// redirect hop has its own).
+    case responseHead(status: Int, after: Duration)
     /// A transport produced a request body of `bytes` bytes to send (once per
     /// attempt; a streamed body only when its length is known).
     case bodySent(bytes: Int64)

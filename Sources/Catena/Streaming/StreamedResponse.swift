@@ -16,6 +16,9 @@ public struct StreamedResponse: Sendable {
     public var request: APIRequest
     /// The body, as it arrives.
     public var body: ResponseBody
+    /// The time to the head, as the transport measured it (nil when the response did
+    /// not come from the network); ``collect()`` adds the body's duration.
+    public var timing: ResponseTiming?
 
     /// A streamed response from its parts.
     public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: ResponseBody, request: APIRequest) {
@@ -29,17 +32,22 @@ public struct StreamedResponse: Sendable {
     /// gives).
     public init(complete response: APIResponse) {
         self.init(status: response.status, headerFields: response.headerFields, body: ResponseBody(response.body), request: response.request)
+        timing = response.timing
     }
 
     /// The head: status, header fields and request, with an empty body.
     public var head: APIResponse {
-        APIResponse(status: status, headerFields: headerFields, body: Data(), request: request)
+        var head = APIResponse(status: status, headerFields: headerFields, body: Data(), request: request)
+        head.timing = timing
+        return head
     }
 
     /// Reads the whole body, up to the request's ``MaximumResponseSize``.
     public func collect() async throws(CatenaError) -> APIResponse {
         let data = try await body.collect(upTo: request[option: MaximumResponseSize.self])
-        return APIResponse(status: status, headerFields: headerFields, body: data, request: request)
+        var response = APIResponse(status: status, headerFields: headerFields, body: data, request: request)
+        response.timing = timing.map { $0.bodyDuration == nil ? $0.withBody(endedAt: .now) : $0 }
+        return response
     }
 }
 

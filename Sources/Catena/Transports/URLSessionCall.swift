@@ -90,6 +90,8 @@ final class URLSessionCall: Sendable {
         let body: Data
         /// A streamed body still arriving; `body` is then empty.
         var channel: BodyChannel?
+        /// The time to the head, and to the body's end unless it streams.
+        var timing: ResponseTiming?
     }
 
     private enum Phase { case running, redirecting, completed }
@@ -120,6 +122,15 @@ final class URLSessionCall: Sendable {
         var channel: BodyChannel?
         /// The task was suspended because the reader's window was full.
         var suspended = false
+        /// When the task was resumed, and when the head arrived.
+        var resumedAt: ContinuousClock.Instant?
+        var headAt: ContinuousClock.Instant?
+
+        /// The timing so far, the body ending `bodyEnded`.
+        func timing(bodyEnded: ContinuousClock.Instant?) -> ResponseTiming? {
+            guard let resumedAt, let headAt else { return nil }
+            return ResponseTiming(started: resumedAt, headArrived: headAt, bodyEnded: bodyEnded)
+        }
     }
 
     private let request: APIRequest
@@ -152,6 +163,7 @@ final class URLSessionCall: Sendable {
             timer.setEventHandler { [weak self] in self?.stop(TotalTimeoutReached()) }
             timer.resume()
             state.timer = timer
+            state.resumedAt = .now
             return nil
         }
         if let stopped {
@@ -221,6 +233,7 @@ final class URLSessionCall: Sendable {
                 return (state.task, nil)
             }
             state.response = http
+            state.headAt = .now
             let downloads = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
             // A HEAD, 204 or 304 has no body whatever its Content-Length says, and a
             // download goes to a file: only a body held in memory is limited (a stream's
@@ -237,6 +250,9 @@ final class URLSessionCall: Sendable {
         if let task {
             task.cancel()
             return .cancel
+        }
+        if let head = state.withLock({ $0.timing(bodyEnded: nil) }), let http = response as? HTTPURLResponse {
+            request.report(.responseHead(status: http.statusCode, after: head.timeToFirstByte))
         }
         if streaming != nil, download == nil, let head = state.withLock({ $0.response }) {
             startStream(head)
@@ -289,16 +305,16 @@ final class URLSessionCall: Sendable {
                 state.task?.resume()
             }
         }
-        let continuation = state.withLock { state -> CheckedContinuation<Outcome, any Error>? in
-            guard let continuation = state.continuation else { return nil }
+        let (continuation, timing) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, ResponseTiming?) in
+            guard let continuation = state.continuation else { return (nil, nil) }
             state.continuation = nil
             state.channel = channel
             // The deadline was for the head; the body has the idle timeout.
             state.timer?.cancel()
             state.timer = nil
-            return continuation
+            return (continuation, state.timing(bodyEnded: nil))
         }
-        continuation?.resume(returning: Outcome(response: head, body: Data(), channel: channel))
+        continuation?.resume(returning: Outcome(response: head, body: Data(), channel: channel, timing: timing))
     }
 
     /// The reader left or went silent too long: stop the transfer.
@@ -401,9 +417,9 @@ final class URLSessionCall: Sendable {
                 } catch {
                     return (continuation, .failure(error))
                 }
-                return (continuation, .success(Outcome(response: response, body: Data())))
+                return (continuation, .success(Outcome(response: response, body: Data(), timing: state.timing(bodyEnded: .now))))
             }
-            return (continuation, .success(Outcome(response: response, body: state.body)))
+            return (continuation, .success(Outcome(response: response, body: state.body, timing: state.timing(bodyEnded: .now))))
         }
         continuation?.resume(with: outcome)
     }

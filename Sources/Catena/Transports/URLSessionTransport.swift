@@ -78,7 +78,9 @@ public struct URLSessionTransport: HTTPLoader {
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
             let (head, outcome) = try await send(hop, timeout: left, streaming: false)
-            return APIResponse(status: head.status, headerFields: head.headerFields, body: outcome.body, request: hop)
+            var response = APIResponse(status: head.status, headerFields: head.headerFields, body: outcome.body, request: hop)
+            response.timing = outcome.timing
+            return response
         }
     }
 
@@ -90,7 +92,9 @@ public struct URLSessionTransport: HTTPLoader {
         try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
             let (head, outcome) = try await send(hop, timeout: left, streaming: true)
             let body = outcome.channel.map { ResponseBody(channel: $0) } ?? ResponseBody(outcome.body)
-            return StreamedResponse(status: head.status, headerFields: head.headerFields, body: body, request: hop)
+            var response = StreamedResponse(status: head.status, headerFields: head.headerFields, body: body, request: hop)
+            response.timing = outcome.timing
+            return response
         }
     }
 

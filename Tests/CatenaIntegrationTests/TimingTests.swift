@@ -1,0 +1,66 @@
+import Catena
+import Foundation
+import Testing
+
+/// What the transports measure of each exchange: `APIResponse.timing` and the
+/// `responseHead` event. Lower bounds only: they check what was measured, never how fast.
+@Suite("Response timing")
+struct TimingTests {
+    /// A head held back 0.2 s by the server, then four dots 0.1 s apart.
+    static func slowRequest() throws -> APIRequest {
+        try APIRequest(.get, path: ["api", "drip"], query: [URLQueryItem(name: "delay", value: "0.2"), URLQueryItem(name: "chunks", value: "4"),
+                                                             URLQueryItem(name: "interval", value: "0.1")])
+    }
+
+    @Test("a loaded response carries its time to the head and its body's duration; the head is reported once", arguments: TransportKind.withHTTPS)
+    func loaded(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let events = Locked<[CallEvent]>([])
+        var request = try Self.slowRequest()
+        request.observe(CallObserver { event in events.withLock { $0.append(event) } })
+        let started = ContinuousClock.now
+        let response = try await chain.load(request)
+        let elapsed = ContinuousClock.now - started
+        #expect(response.body == Data("....".utf8))
+        let timing = try #require(response.timing)
+        #expect(timing.timeToFirstByte >= .milliseconds(190))
+        let body = try #require(timing.bodyDuration)
+        // The first dot may travel with the head; the three after it are 0.1 s apart.
+        #expect(body >= .milliseconds(190))
+        #expect(timing.timeToFirstByte + body <= elapsed)
+        let heads = events.withLock { $0 }.compactMap { event -> (Int, Duration)? in
+            if case .responseHead(let status, let after) = event { (status, after) } else { nil }
+        }
+        #expect(heads.count == 1)
+        #expect(heads.first?.0 == 200)
+        #expect(heads.first?.1 == timing.timeToFirstByte)
+    }
+
+    @Test("a streamed response has its time to the head at once, and collect() adds the body's duration", arguments: TransportKind.withHTTPS)
+    func streamed(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let streamed = try await chain.stream(try Self.slowRequest())
+        let head = try #require(streamed.timing)
+        #expect(head.timeToFirstByte >= .milliseconds(190))
+        #expect(head.bodyDuration == nil)
+        #expect(streamed.head.timing == head)
+        let collected = try await streamed.collect()
+        #expect(collected.timing?.timeToFirstByte == head.timeToFirstByte)
+        #expect(try #require(collected.timing?.bodyDuration) >= .milliseconds(190))
+    }
+
+    @Test("each redirect hop is its own exchange: the final one's timing is on the response", arguments: TransportKind.allCases)
+    func redirected(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let events = Locked<[CallEvent]>([])
+        var request = try APIRequest(.get, path: ["api", "redirect"], query: [URLQueryItem(name: "to", value: "/api/echo")])
+        request.observe(CallObserver { event in events.withLock { $0.append(event) } })
+        let response = try await chain.load(request)
+        #expect(response.status == .ok)
+        #expect(response.timing != nil)
+        let statuses = events.withLock { $0 }.compactMap { event -> Int? in
+            if case .responseHead(let status, _) = event { status } else { nil }
+        }
+        #expect(statuses == [302, 200])
+    }
+}

@@ -237,9 +237,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         var outgoing = HTTPClientRequest(url: try request.urlString())
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers.reserveCapacity(request.headerFields.count + 1)
+        var cookies = false
         for field in request.headerFields {
+            if field.name == .cookie { cookies = true; continue }
             outgoing.headers.add(name: field.name.rawName, value: field.value)
         }
+        // HTTPFields keeps each cookie as a field of its own; HTTP/1.1 allows one
+        // Cookie line (RFC 6265, section 5.4), its pairs joined with "; ".
+        if cookies, let cookie = request.headerFields[.cookie] { outgoing.headers.add(name: "Cookie", value: cookie) }
         if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
             outgoing.headers.add(name: "Content-Type", value: contentType)
         }

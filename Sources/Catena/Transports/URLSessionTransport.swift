@@ -107,9 +107,14 @@ public struct URLSessionTransport: HTTPLoader {
         // idle timeout is Catena's too).
         // Clamped: corelibs multiplies it by 1,000 into an Int, which traps when huge.
         urlRequest.timeoutInterval = streaming ? 1e9 : min((timeout.seconds + 1).rounded(.up), 1e9)
+        var cookies = false
         for field in request.headerFields {
+            if field.name == .cookie { cookies = true; continue }
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
+        // HTTPFields keeps each cookie as a field of its own; URLRequest would join them
+        // with ",", which is no cookie syntax: one Cookie field, pairs joined with "; ".
+        if cookies, let cookie = request.headerFields[.cookie] { urlRequest.setValue(cookie, forHTTPHeaderField: "Cookie") }
         let body = try await request.bodyData()
         if let body {
             request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
@@ -160,9 +165,36 @@ public struct URLSessionTransport: HTTPLoader {
         var fields = HTTPFields()
         for (name, value) in response.allHeaderFields {
             guard let name = (name as? String).flatMap({ HTTPField.Name($0) }), let value = value as? String else { continue }
-            fields.append(HTTPField(name: name, value: value))
+            if name == .setCookie {
+                // URLSession joins repeated fields with ", ": Set-Cookie is the one field
+                // whose values cannot be joined (RFC 9110, section 5.3), so split it again.
+                for cookie in splitJoinedSetCookie(value) { fields.append(HTTPField(name: name, value: cookie)) }
+            } else {
+                fields.append(HTTPField(name: name, value: value))
+            }
         }
         return fields
+    }
+
+    /// The Set-Cookie values in `joined`: a comma separates two when a cookie name and
+    /// "=" follow it, so the comma of an Expires date ("Wed, 21 Oct 2026 …") stays.
+    static func splitJoinedSetCookie(_ joined: String) -> [String] {
+        var values: [String] = []
+        var current = Substring(joined)
+        var searchFrom = current.startIndex
+        while let comma = current[searchFrom...].firstIndex(of: ",") {
+            let rest = current[current.index(after: comma)...].drop { $0 == " " || $0 == "\t" }
+            let token = rest.prefix { $0 != "=" && $0 != ";" && $0 != "," && $0 != " " && $0 != "\t" }
+            if !token.isEmpty, rest.dropFirst(token.count).first == "=" {
+                values.append(String(current[..<comma]))
+                current = rest
+                searchFrom = current.startIndex
+            } else {
+                searchFrom = current.index(after: comma)
+            }
+        }
+        values.append(String(current))
+        return values.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
     }
 
     /// URLSession does not expose the reason phrase the server sent; use the standard one.

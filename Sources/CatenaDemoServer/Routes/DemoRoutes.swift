@@ -1,5 +1,6 @@
 import Catena
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import NIOFoundationCompat
@@ -196,6 +197,21 @@ enum DemoRoutes {
                 if code == 204 || code == 304 { return Response(status: .init(code: code)) }
                 return rawJSON(#"{"status":\#(code)}"#, status: .init(code: code))
             }
+        }
+
+        // Sets the cookies the request asks for, one Set-Cookie field per `cookie`
+        // parameter, verbatim: ?cookie=session%3Dabc%3B%20Path%3D%2Fapi&cookie=...
+        // What the client sends back shows in /api/echo's headers.
+        api.get("cookies/set") { request, _ in
+            let values = request.uri.queryParameters.getAll("cookie")
+            guard values.count <= 100 else { return apiError("at most 100 cookies") }
+            var headers = HTTPFields()
+            for value in values {
+                guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else { return apiError("a cookie cannot span lines") }
+                headers.append(HTTPField(name: .setCookie, value: value))
+            }
+            headers[.contentType] = "application/json; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"set":\#(values.count)}"#)))
         }
 
         // Redirects to a path on this server: ?to=/api/users/2&status=302

@@ -1,0 +1,178 @@
+public import Foundation
+public import HTTPTypes
+
+/// The cookies a ``Cookies`` middleware keeps: per origin, as RFC 6265 says, in memory.
+///
+/// Thread-safe; share one between chains that should share a session. Bounded: at most
+/// ``perDomainLimit`` cookies per domain and ``totalLimit`` in all (the oldest go first),
+/// each name and value together at most 4,096 bytes, Max-Age at most 400 days.
+public final class CookieJar: Sendable {
+    /// The most cookies kept for one domain.
+    public static let perDomainLimit = 50
+    /// The most cookies kept in all.
+    public static let totalLimit = 1000
+
+    private let cookies = Locked<[Cookie]>([])
+    private let now: @Sendable () -> Date
+
+    /// An empty jar; `now` is the clock expiry is judged by (tests pass their own).
+    public init(now: @escaping @Sendable () -> Date = Date.init) {
+        self.now = now
+    }
+
+    /// The cookies kept and not expired, oldest first.
+    public var all: [Cookie] {
+        let now = now()
+        return cookies.withLock { $0 }.filter { cookie in cookie.expires.map { $0 > now } ?? true }
+    }
+
+    /// The value of the `Cookie` field for `request`, or nil when no cookie goes with it:
+    /// those whose domain and path match, Secure ones over HTTPS only, longest path first.
+    public func cookieField(for request: APIRequest) -> String? {
+        guard let host = request.host?.lowercased() else { return nil }
+        let secure = request.scheme?.lowercased() == "https"
+        let path = request.percentEncodedPath.isEmpty ? "/" : request.percentEncodedPath
+        let now = now()
+        // Longest path first, then oldest; ties keep the order they were stored in.
+        let matching = cookies.withLock { $0 }.enumerated().filter { $0.element.matches(host: host, secure: secure, path: path, at: now) }
+            .sorted { first, second in
+                let (a, b) = (first.element, second.element)
+                if a.path.count != b.path.count { return a.path.count > b.path.count }
+                return a.created != b.created ? a.created < b.created : first.offset < second.offset
+            }
+        guard !matching.isEmpty else { return nil }
+        return matching.map { "\($0.element.name)=\($0.element.value)" }.joined(separator: "; ")
+    }
+
+    /// Keeps the cookies `response` sets, as the answer to `request`. Set-Cookie fields
+    /// that RFC 6265 says to ignore are ignored: a Domain the request's host is not in,
+    /// a public suffix as Domain, a Secure cookie from plain HTTP, one too large.
+    public func store(_ response: APIResponse) {
+        store(response.headerFields, for: response.request)
+    }
+
+    func store(_ fields: HTTPFields, for request: APIRequest) {
+        guard let host = request.host?.lowercased() else { return }
+        let secure = request.scheme?.lowercased() == "https"
+        let now = now()
+        let parsed = fields[values: .setCookie].compactMap(SetCookie.init)
+        guard !parsed.isEmpty else { return }
+        let requestPath = request.percentEncodedPath
+        cookies.withLock { cookies in
+            for set in parsed {
+                guard let cookie = Self.cookie(set, host: host, secure: secure, requestPath: requestPath, now: now) else { continue }
+                let existing = cookies.firstIndex {
+                    $0.name == cookie.name && $0.domain == cookie.domain && $0.hostOnly == cookie.hostOnly && $0.path == cookie.path
+                }
+                var kept = cookie
+                if let existing {
+                    kept.created = cookies[existing].created
+                    cookies.remove(at: existing)
+                }
+                if let expires = kept.expires, expires <= now { continue }   // an expiry in the past deletes
+                cookies.append(kept)
+                Self.evict(&cookies, domain: kept.domain, now: now)
+            }
+        }
+    }
+
+    /// Forgets every cookie.
+    public func removeAll() {
+        cookies.withLock { $0.removeAll() }
+    }
+
+    private static func cookie(_ set: SetCookie, host: String, secure: Bool, requestPath: String, now: Date) -> Cookie? {
+        if set.secure && !secure { return nil }   // RFC 6265bis: only a secure origin sets a Secure cookie
+        var domain = host, hostOnly = true
+        if let attribute = set.domain {
+            if PublicSuffixes.contains(attribute) {
+                guard attribute == host else { return nil }
+            } else {
+                guard Cookie.domainMatches(host, attribute) else { return nil }
+                domain = attribute
+                hostOnly = false
+            }
+        }
+        let expires: Date? = if let maxAge = set.maxAge {
+            maxAge <= 0 ? .distantPast : now.addingTimeInterval(TimeInterval(maxAge))
+        } else {
+            set.expires
+        }
+        return Cookie(name: set.name, value: set.value, domain: domain, hostOnly: hostOnly,
+                      path: set.path ?? Cookie.defaultPath(requestPath), secure: set.secure, httpOnly: set.httpOnly,
+                      expires: expires, created: now)
+    }
+
+    /// Drops expired cookies, then the oldest of `domain` past its limit, then the oldest past the total.
+    private static func evict(_ cookies: inout [Cookie], domain: String, now: Date) {
+        guard cookies.count > 1 else { return }
+        cookies.removeAll { cookie in cookie.expires.map { $0 <= now } ?? false }
+        var ofDomain = cookies.indices.filter { cookies[$0].domain == domain }
+        while ofDomain.count > CookieJar.perDomainLimit, let oldest = ofDomain.min(by: { cookies[$0].created < cookies[$1].created }) {
+            cookies.remove(at: oldest)
+            ofDomain = cookies.indices.filter { cookies[$0].domain == domain }
+        }
+        while cookies.count > CookieJar.totalLimit, let oldest = cookies.indices.min(by: { cookies[$0].created < cookies[$1].created }) {
+            cookies.remove(at: oldest)
+        }
+    }
+}
+
+/// Keeps the cookies servers set and sends them back (RFC 6265), opt-in:
+///
+/// ```swift
+/// let chain = ApplyEnvironment(environment) --> Cookies() --> AsyncHTTPClientTransport()
+/// ```
+///
+/// Put it below ``ApplyEnvironment``: it needs the request's host, and a request without
+/// one fails with ``CatenaError/Code/invalidRequest`` saying so. A `Cookie` field the
+/// request already has is kept, the jar's cookies after it. Cookies set by a redirect
+/// the transport follows are not seen (the transports follow redirects below the
+/// chain). `reset()` empties the jar.
+public struct Cookies: HTTPMiddleware {
+    /// The cookies kept.
+    public let jar: CookieJar
+
+    /// A middleware keeping cookies in `jar` (a new, empty one by default).
+    public init(jar: CookieJar = CookieJar()) {
+        self.jar = jar
+    }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        let request = try withCookies(request)
+        do {
+            let response = try await next.load(request)
+            jar.store(response)
+            return response
+        } catch {
+            // An unacceptable status still carries a response whose cookies count.
+            if let response = error.response { jar.store(response) }
+            throw error
+        }
+    }
+
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        let response = try await next.stream(try withCookies(request))
+        jar.store(response.headerFields, for: response.request)
+        return response
+    }
+
+    public func reset() async {
+        jar.removeAll()
+    }
+
+    private func withCookies(_ request: APIRequest) throws(CatenaError) -> APIRequest {
+        guard request.host != nil else {
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "Cookies needs the request's host: put it below ApplyEnvironment in the chain")
+        }
+        guard let field = jar.cookieField(for: request) else { return request }
+        var request = request
+        if let own = request.headerFields[.cookie], !own.isEmpty {
+            request.headerFields[.cookie] = own + "; " + field
+        } else {
+            request.headerFields[.cookie] = field
+        }
+        return request
+    }
+}

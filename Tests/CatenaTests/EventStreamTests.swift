@@ -1,4 +1,5 @@
 @testable import Catena
+import CatenaTesting
 import Foundation
 import Testing
 

@@ -1,4 +1,5 @@
 import Catena
+import CatenaTesting
 import Foundation
 import HTTPTypes
 import Testing

@@ -61,7 +61,7 @@ public struct Redaction: Sendable, Equatable, RequestOption {
 
     /// What `request`'s description and logs hide: its ``Redaction`` option, which
     /// never hides less than ``default`` whatever it was set to.
-    static func effective(for request: APIRequest) -> Redaction {
+    package static func effective(for request: APIRequest) -> Redaction {
         let option = request[option: Redaction.self]
         return option.covers(.default) ? option : option.union(.default)
     }
@@ -73,11 +73,11 @@ public struct Redaction: Sendable, Equatable, RequestOption {
         if !current.covers(self) { request[option: Redaction.self] = current.union(self) }
     }
 
-    func isSecretQueryItem(_ name: String) -> Bool {
+    package func isSecretQueryItem(_ name: String) -> Bool {
         queryNames.contains(name.lowercased())
     }
 
-    func isSecretHeader(_ name: HTTPField.Name) -> Bool {
+    package func isSecretHeader(_ name: HTTPField.Name) -> Bool {
         headerNames.contains(name)
     }
 

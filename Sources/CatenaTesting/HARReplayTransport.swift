@@ -1,0 +1,81 @@
+public import Catena
+public import Foundation
+import HTTPTypes
+
+/// A transport that answers from a HAR archive instead of the network: for tests that
+/// replay a session recorded once with ``HARRecorder`` (or exported from a browser).
+///
+/// A request is answered by the entries with its method and URL (compared as the
+/// recorder wrote it, secret query values redacted), in the order they were recorded;
+/// when they are used up, the last one answers again. A request with no entry fails
+/// with ``CatenaError/Code/invalidRequest`` naming the method and (redacted) URL, and
+/// an entry recorded as a failure fails again with its code. Bodies come back as
+/// recorded, so redacted values stay redacted.
+public final class HARReplayTransport: HTTPLoader {
+    private struct Key: Hashable { let method: String, url: String }
+    private let answers: [Key: [HAR.Entry]]
+    private let served = Locked<[Key: Int]>([:])
+    private let requests = Locked<[APIRequest]>([])
+
+    /// A transport answering from `har`'s entries.
+    public init(_ har: HAR) {
+        answers = Dictionary(grouping: har.log.entries) { Key(method: $0.request.method.uppercased(), url: $0.request.url) }
+    }
+
+    /// A transport answering from the HAR file at `url`.
+    ///
+    /// - Throws: ``HARError`` when the file cannot be read or is no HAR.
+    public convenience init(contentsOf url: URL) throws(HARError) {
+        self.init(try HAR(contentsOf: url))
+    }
+
+    /// The requests answered or refused so far, in order.
+    public var receivedRequests: [APIRequest] { requests.withLock { $0 } }
+
+    public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        requests.withLock { $0.append(request) }
+        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        let key = Key(method: request.method.rawValue, url: request.redactedURLString)
+        guard let entries = answers[key], !entries.isEmpty else {
+            throw CatenaError(.invalidRequest, request: request,
+                              detail: "the HAR archive has no answer for \(key.method) \(key.url) (\(answers.count) distinct requests recorded)")
+        }
+        let index = served.withLock { served in
+            let next = served[key, default: 0]
+            served[key] = next + 1
+            return min(next, entries.count - 1)
+        }
+        let entry = entries[index]
+        if let code = entry._error, entry.response.status == 0 {
+            throw CatenaError(CatenaError.Code(rawValue: code), request: request,
+                              detail: "replayed from the HAR archive")
+        }
+        guard (100...999).contains(entry.response.status) else {
+            throw CatenaError(.invalidResponse, request: request, detail: "the HAR entry's status \(entry.response.status) is not an HTTP status")
+        }
+        var fields = HTTPFields()
+        for header in entry.response.headers {
+            guard let name = HTTPField.Name(header.name) else { continue }
+            fields.append(HTTPField(name: name, value: header.value))
+        }
+        let body: Data
+        switch (entry.response.content.text, entry.response.content.encoding) {
+        case (nil, _): body = Data()
+        case (let text?, "base64"?):
+            guard let decoded = Data(base64Encoded: text) else {
+                throw CatenaError(.invalidResponse, request: request, detail: "the HAR entry's base64 body does not decode")
+            }
+            body = decoded
+        case (let text?, _): body = Data(text.utf8)
+        }
+        var response = APIResponse(status: HTTPResponse.Status(code: entry.response.status, reasonPhrase: entry.response.statusText),
+                                   headerFields: fields, body: body, request: request)
+        if let code = entry._error {
+            // A failure that came with a response (an unacceptable status, say).
+            response.headerFields[.contentLength] = nil
+            throw CatenaError(CatenaError.Code(rawValue: code), request: request, response: response,
+                              detail: "replayed from the HAR archive")
+        }
+        return response
+    }
+}

@@ -1,0 +1,257 @@
+public import Foundation
+import HTTPTypes
+
+/// An OAuth 2 style bearer token.
+public struct BearerToken: Sendable, Hashable {
+    public var accessToken: String
+    public var refreshToken: String?
+    /// When the access token stops working, if known.
+    public var expiresAt: Date?
+
+    public init(accessToken: String, refreshToken: String? = nil, expiresAt: Date? = nil) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Adds a bearer token to requests for the configured hosts, and refreshes it.
+///
+/// - A missing or expired token is refreshed before the request is sent.
+/// - A request answered 401 is sent again once, after a refresh; a second 401 is
+///   returned as it is.
+/// - However many requests need a refresh at the same time, `refresh` runs once; the
+///   others wait for it. If it fails, every waiting request fails with
+///   ``CatenaError/Code/authenticationFailed`` carrying that error, and none is sent
+///   again. The next request after that tries a new refresh.
+/// - Requests to other origins never see the token. `hosts` entries are `"host"` or
+///   `"host:port"`; a bare host means the scheme's default port. The token goes over
+///   https, or over plain http to a loopback host; a request to a configured host
+///   over http elsewhere (unless `allowHTTP` is true), or on a port no entry names,
+///   fails with ``CatenaError/Code/invalidRequest``.
+/// - ``reset()`` forgets the token, cancels a refresh in flight, and at once ends the
+///   requests waiting for it with ``CatenaError/Code/cancelled``: a logout never waits
+///   for a slow refresh.
+/// - A token counts as expired `leeway` before its expiry, or half-way through its
+///   lifetime when that is shorter, so short-lived tokens do not refresh on every request.
+public struct TokenAuth: HTTPMiddleware {
+    /// The origins (lowercased `"host"` or `"host:port"`) that may receive the token.
+    public let hosts: Set<String>
+    private let scope: CredentialScope
+    private let store: TokenStore
+
+    /// - Parameters:
+    ///   - hosts: the origins that may receive the token: `"host"` (default port) or `"host:port"`.
+    ///   - allowHTTP: send the token over plain http to hosts that are not loopback.
+    ///   - token: a token to start with, such as one kept from an earlier session.
+    ///   - leeway: a token this close to its expiry counts as expired.
+    ///   - clock: the time, for expiry.
+    ///   - refresh: gets a new token, given the one that stopped working (nil when
+    ///     there was none). Called by one request at a time.
+    public init(hosts: Set<String>, allowHTTP: Bool = false, token: BearerToken? = nil, leeway: Duration = .seconds(5), clock: any RetryClock = SystemRetryClock(),
+                refresh: @escaping @Sendable (_ current: BearerToken?) async throws -> BearerToken) {
+        self.hosts = Set(hosts.map { $0.lowercased() })
+        self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
+        self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
+    }
+
+    /// How many refreshes have run.
+    public var refreshCount: Int { store.refreshCount }
+
+    /// The token in use, if any.
+    public var currentToken: BearerToken? { store.current }
+
+    /// How many requests are waiting for a refresh (for tests).
+    var waitingForRefresh: Int { store.waiting }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        guard case .send = try scope.decide(request, loader: "TokenAuth") else { return try await next.load(request) }
+        let epoch = store.epoch
+        let token = try await obtain(request) { try await store.validToken(since: epoch, for: request) }
+        var authorized = request
+        authorized.headerFields[.authorization] = "Bearer \(token.accessToken)"
+        do {
+            let response = try await next.load(authorized)
+            guard response.status == .unauthorized else { return response }
+        } catch where error.response?.status == .unauthorized {
+            // A validating loader below turned the 401 into an error: refresh all the same.
+        }
+        let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch, for: request) }
+        authorized.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
+        return try await next.load(authorized)
+    }
+
+    public func reset() async {
+        store.reset()
+    }
+
+    private func obtain(_ request: APIRequest, _ body: () async throws -> BearerToken) async throws(CatenaError) -> BearerToken {
+        do {
+            return try await body()
+        } catch is CancellationError {
+            throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting for a token")
+        } catch {
+            throw CatenaError(.authenticationFailed, request: request, underlyingError: error, detail: "the token refresh failed")
+        }
+    }
+}
+
+/// The token and the refresh in flight, shared by every copy of a ``TokenAuth``.
+///
+/// Requests that need a refresh wait on continuations of their own, not on the
+/// refresh's task: a waiting request that is cancelled (by its caller, or by a
+/// ``ResetGuard`` during logout) ends at once, however long the refresh takes.
+final class TokenStore: Sendable {
+    private typealias Waiter = CheckedContinuation<BearerToken, any Error>
+
+    private struct State {
+        var token: BearerToken?
+        /// When `token` was obtained: its lifetime bounds the leeway.
+        var obtainedAt: Date
+        var refresh: Task<Void, Never>?
+        /// Bumped by every refresh started and every reset: a refresh that ends
+        /// under another generation was reset away and changes nothing.
+        var generation: UInt64 = 0
+        var waiters: [UInt64: Waiter] = [:]
+        var nextWaiter: UInt64 = 0
+        var refreshes = 0
+        /// How many resets there were: a request that began before one never starts
+        /// a refresh after it (that would log the user back in).
+        var resets: UInt64 = 0
+    }
+
+    private let state: Locked<State>
+    private let leeway: Duration
+    private let clock: any RetryClock
+    private let refresh: @Sendable (BearerToken?) async throws -> BearerToken
+
+    init(token: BearerToken?, leeway: Duration, clock: any RetryClock, refresh: @escaping @Sendable (BearerToken?) async throws -> BearerToken) {
+        // A token kept from an earlier session: its lifetime is unknown, so the full
+        // leeway applies.
+        self.state = Locked(State(token: token, obtainedAt: .distantPast))
+        self.leeway = leeway
+        self.clock = clock
+        self.refresh = refresh
+    }
+
+    var refreshCount: Int { state.withLock { $0.refreshes } }
+    var current: BearerToken? { state.withLock { $0.token } }
+    var waiting: Int { state.withLock { $0.waiters.count } }
+    /// The reset count a request starts under; hand it back to ``validToken(since:)``.
+    var epoch: UInt64 { state.withLock { $0.resets } }
+
+    /// Whether `token`, obtained at `obtainedAt`, is still good to send. The leeway
+    /// is at most half the token's lifetime: a server that hands out tokens shorter
+    /// than the leeway would otherwise make every request refresh.
+    private func isFresh(_ token: BearerToken, obtainedAt: Date) -> Bool {
+        guard let expiresAt = token.expiresAt else { return true }
+        let lifetime = expiresAt.timeIntervalSince(obtainedAt)
+        let margin = min(leeway.seconds, max(0, lifetime / 2))
+        return expiresAt.timeIntervalSince(clock.now()) > margin
+    }
+
+    /// The current token if it is still fresh, else a refreshed one. Throws
+    /// `CancellationError` when the store was reset since `epoch`.
+    func validToken(since epoch: UInt64, for request: APIRequest? = nil) async throws -> BearerToken {
+        let (token, obtainedAt, resets) = state.withLock { ($0.token, $0.obtainedAt, $0.resets) }
+        guard resets == epoch else { throw CancellationError() }
+        if let token, isFresh(token, obtainedAt: obtainedAt) { return token }
+        return try await refreshed(replacing: token, since: epoch, for: request)
+    }
+
+    /// A token other than `stale`: the current one if someone already refreshed it,
+    /// the result of the refresh in flight, or of a new refresh. Throws
+    /// `CancellationError` at once when the calling task is cancelled or the store is
+    /// reset while it waits, or was reset since `epoch`. A wait for a refresh is
+    /// reported to `request`'s observers as ``CallEvent/tokenRefresh(startedRefresh:waited:succeeded:)``.
+    func refreshed(replacing stale: BearerToken?, since epoch: UInt64, for request: APIRequest? = nil) async throws -> BearerToken {
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter &+= 1
+            return state.nextWaiter
+        }
+        // Set when this call waits for a refresh: whether it started that refresh.
+        let waited = Locked<Bool?>(nil)
+        let start = ContinuousClock.now
+        do {
+            let token = try await waitForToken(replacing: stale, since: epoch, id: id, waited: waited)
+            if let started = waited.withLock({ $0 }) {
+                request?.report(.tokenRefresh(startedRefresh: started, waited: ContinuousClock.now - start, succeeded: true))
+            }
+            return token
+        } catch {
+            if let started = waited.withLock({ $0 }) {
+                request?.report(.tokenRefresh(startedRefresh: started, waited: ContinuousClock.now - start, succeeded: false))
+            }
+            throw error
+        }
+    }
+
+    private func waitForToken(replacing stale: BearerToken?, since epoch: UInt64, id: UInt64, waited: Locked<Bool?>) async throws -> BearerToken {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (waiter: Waiter) in
+                enum Now { case token(BearerToken), cancelled, waiting }
+                let now = state.withLock { state -> Now in
+                    // Checked under the lock: a cancel either happened before (seen
+                    // here) or its handler runs after and finds the waiter.
+                    if Task.isCancelled || state.resets != epoch { return .cancelled }
+                    if let current = state.token, current != stale, isFresh(current, obtainedAt: state.obtainedAt) {
+                        return .token(current)
+                    }
+                    state.waiters[id] = waiter
+                    let starts = state.refresh == nil
+                    if starts { startRefresh(replacing: stale, in: &state) }
+                    waited.withLock { $0 = starts }
+                    return .waiting
+                }
+                switch now {
+                case .token(let token): waiter.resume(returning: token)
+                case .cancelled: waiter.resume(throwing: CancellationError())
+                case .waiting: break
+                }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Starts a refresh; called with the lock held.
+    private func startRefresh(replacing stale: BearerToken?, in state: inout State) {
+        state.generation &+= 1
+        state.refreshes += 1
+        let generation = state.generation
+        let refresh = self.refresh
+        state.refresh = Task {
+            let result: Result<BearerToken, any Error>
+            do { result = .success(try await refresh(stale)) } catch { result = .failure(error) }
+            self.finishRefresh(generation: generation, result: result)
+        }
+    }
+
+    private func finishRefresh(generation: UInt64, result: Result<BearerToken, any Error>) {
+        let waiters = state.withLock { state -> [Waiter] in
+            guard state.generation == generation else { return [] }  // reset meanwhile
+            state.refresh = nil
+            if case .success(let token) = result {
+                state.token = token
+                state.obtainedAt = clock.now()
+            }
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(with: result) }
+    }
+
+    /// Forgets the token, cancels the refresh in flight and ends every request waiting
+    /// for it with `CancellationError`, without waiting for the refresh to stop.
+    func reset() {
+        let (task, waiters) = state.withLock { state -> (Task<Void, Never>?, [Waiter]) in
+            state.token = nil
+            state.generation &+= 1
+            state.resets &+= 1
+            defer { state.refresh = nil; state.waiters = [:] }
+            return (state.refresh, Array(state.waiters.values))
+        }
+        task?.cancel()
+        for waiter in waiters { waiter.resume(throwing: CancellationError()) }
+    }
+}

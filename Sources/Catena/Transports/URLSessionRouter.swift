@@ -1,0 +1,72 @@
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The delegate of every session Catena makes: routes each task's callbacks to its
+/// call by task identifier.
+///
+/// On Linux only a *session-level* delegate hears about body chunks and bytes sent (a
+/// task-level delegate receives none of those callbacks, measured), and a task-level
+/// delegate makes corelibs abort the process when a task is cancelled while a redirect
+/// decision is pending. All of a session's callbacks arrive on its one serial queue.
+final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
+    private let calls = Locked<[Int: URLSessionCall]>([:])
+
+    func register(_ call: URLSessionCall, for task: URLSessionTask) {
+        calls.withLock { $0[task.taskIdentifier] = call }
+    }
+
+    func unregister(_ task: URLSessionTask) {
+        _ = calls.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+    }
+
+    private func call(_ task: URLSessionTask) -> URLSessionCall? {
+        calls.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        call(task)?.sent(totalBytesSent, of: totalBytesExpectedToSend)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        completionHandler(call(dataTask)?.received(response) ?? .cancel)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        call(dataTask)?.received(data)
+    }
+
+    /// Never followed here: the 3xx becomes the task's response, and Catena follows it
+    /// (``Redirects``), with the same rules as on every other transport.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        // A cancelled call leaves corelibs' handler unanswered: answering it after the
+        // cancellation is what aborts the process.
+        guard call(task)?.redirecting() ?? true else { return }
+        completionHandler(nil)
+    }
+
+    /// A 401 or 407 with a challenge is a response like any other. corelibs delivers the
+    /// head and body before the challenge and then waits for it to be answered (a call
+    /// without an answer hung until its timeout, measured): cancelling the challenge ends
+    /// the task, and the call returns what it already received.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        #if canImport(FoundationNetworking)
+        call(task)?.challenged()
+        completionHandler(.cancelAuthenticationChallenge, nil)
+        #else
+        // Apple's URLSession hands over the 401 itself when no credential is offered,
+        // and evaluates server trust as usual.
+        completionHandler(.performDefaultHandling, nil)
+        #endif
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let call = calls.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        call?.completed(error, response: task.response as? HTTPURLResponse)
+    }
+}

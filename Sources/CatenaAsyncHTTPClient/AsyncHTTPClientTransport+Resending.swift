@@ -1,0 +1,54 @@
+import Catena
+
+/// Sending an idempotent request again when it failed before any response head.
+extension AsyncHTTPClientTransport {
+    /// Runs `attempt` with the time left, again when it fails before any response head
+    /// (most likely on a reused connection that an earlier response left broken; each
+    /// such connection closes on its failure), up to ``attemptsBeforeAnyHead`` times.
+    ///
+    /// When such a failure leaves no time for another attempt, the request has timed
+    /// out: it would have been sent again, and the failure (someone else's broken
+    /// connection, drawn after waiting for a free one) is what the error's underlying
+    /// error keeps.
+    static func resendingBeforeHead<Answer>(
+        _ request: APIRequest, within left: Duration, _ attempt: (Duration) async throws(CatenaError) -> Answer
+    ) async throws(CatenaError) -> Answer {
+        let start = ContinuousClock.now
+        var attempts = 1
+        // What the server answered this request says more than a pooled connection that
+        // turned out closed: after the last attempt, a framing error wins over it.
+        var answered: CatenaError?
+        while true {
+            do throws(CatenaError) {
+                return try await attempt(left - (ContinuousClock.now - start))
+            } catch where mayResend(request, after: error) {
+                if answered == nil, error.code != .connectionLost { answered = error }
+                guard attempts < attemptsBeforeAnyHead else { throw answered ?? error }
+                guard left - (ContinuousClock.now - start) > .zero else {
+                    throw CatenaError(.timedOut, request: request, underlyingError: error,
+                                      detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
+                }
+                attempts += 1
+                request.report(.resent(after: error.code))
+            }
+        }
+    }
+
+    /// How many times an idempotent request is sent when every attempt fails before
+    /// any response head: more than one broken connection can sit in the pool at once.
+    static let attemptsBeforeAnyHead = 3
+
+    /// Whether `request` may be sent again after `error`: it is idempotent, and the
+    /// failure came before any response head (the connection closed, or its bytes did
+    /// not parse as a response).
+    static func mayResend(_ request: APIRequest, after error: CatenaError) -> Bool {
+        guard error.code != .cancelled, !Task.isCancelled, error.response == nil, error.underlyingError is PreHeadFailure else { return false }
+        return [.get, .head, .options, .put, .delete, .trace].contains(request.method)
+    }
+
+    /// Marks a failure that happened before the response head arrived.
+    struct PreHeadFailure: Error, CustomStringConvertible {
+        let error: any Error
+        var description: String { String(describing: error) }
+    }
+}

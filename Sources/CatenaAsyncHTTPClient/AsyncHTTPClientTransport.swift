@@ -17,7 +17,7 @@ import Synchronization
 /// Three ways to get one:
 /// - ``init(timeout:)`` shares one process-wide client with Catena's defaults; nothing
 ///   to shut down.
-/// - ``init(client:timeout:)`` uses your `HTTPClient`; you shut it down.
+/// - `init(client:timeout:)` uses your `HTTPClient`; you shut it down.
 /// - ``init(configuration:timeout:)`` owns a client: call ``shutdown()`` when done
 ///   (or use ``withTransport(configuration:timeout:_:)``, which always does).
 ///
@@ -25,11 +25,11 @@ import Synchronization
 /// - a connection that cannot be established fails the request at once
 ///   (`retryConnectionEstablishment = false`) instead of retrying with backoff until the
 ///   request's deadline, so a refused connection reports
-///   ``CatenaError/Code/cannotConnect`` in milliseconds. Put a retry loader in the
+///   `CatenaError/Code/cannotConnect` in milliseconds. Put a retry loader in the
 ///   chain to retry on purpose;
 /// - gzip and deflate bodies are decoded (and asked for with `Accept-Encoding`), with a
 ///   ratio limit against compression bombs, as URLSession does;
-/// - redirects are not followed by AsyncHTTPClient but by Catena (``Redirects``), with
+/// - redirects are not followed by AsyncHTTPClient but by Catena (`Redirects`), with
 ///   the same rules as on URLSession: 307 and 308 keep a streamed body, and credentials
 ///   and the environment's headers never reach another origin.
 ///
@@ -42,7 +42,7 @@ import Synchronization
 public final class AsyncHTTPClientTransport: HTTPLoader {
     /// The client requests go through.
     public let client: HTTPClient
-    /// The timeout for requests that set none (see ``RequestTimeout``).
+    /// The timeout for requests that set none (see `RequestTimeout`).
     public let timeout: Duration
     private let ownsClient: Bool
     private let isShutDown = Atomic<Bool>(false)
@@ -93,7 +93,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport that owns a new client which trusts HTTPS servers as `trust` says:
     /// your roots besides or instead of the system's. Call ``shutdown()`` when done.
     ///
-    /// - Throws: ``ServerTrustError`` for a root that is not a certificate, and for
+    /// - Throws: `ServerTrustError` for a root that is not a certificate, and for
     ///   public-key pins: AsyncHTTPClient 1.37 builds its TLS handler itself, with no
     ///   hook where the server's key could be checked, so a pinned transport is refused
     ///   rather than one that connects unpinned.
@@ -172,9 +172,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
     }
 
-    /// Streams the body as AsyncHTTPClient reads it (see ``StreamedResponse``), with
+    /// Streams the body as AsyncHTTPClient reads it (see `StreamedResponse`), with
     /// its backpressure: a full reader's window stops the reads from the socket. The
-    /// request's timeout covers the time to the head, ``StreamIdleTimeout`` the
+    /// request's timeout covers the time to the head, `StreamIdleTimeout` the
     /// silences after it.
     public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
         try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in

@@ -12,7 +12,7 @@ import Metrics
 /// |---|---|---|
 /// | `http.client.request.duration` | timer | `http.request.method`, `http.response.status_class` (`2xx` … `5xx`, or `failed`), `server.address` |
 /// | `http.client.active_requests` | meter | none |
-/// | `catena.http.client.failures` | counter | `error.type` (the ``CatenaError/Code``, as `cannot_connect`) |
+/// | `catena.http.client.failures` | counter | `error.type` (the `CatenaError/Code`, as `cannot_connect`) |
 /// | `catena.http.client.retries` | counter | none |
 /// | `catena.http.client.resends` | counter | none |
 /// | `catena.http.client.token_refreshes` | counter | `outcome` (`succeeded`, `failed`); refreshes, not calls that waited for one |

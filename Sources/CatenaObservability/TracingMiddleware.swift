@@ -7,7 +7,7 @@ public import Tracing
 /// clients, and propagates the trace to the server through the tracer's instrument
 /// (with swift-otel that is W3C `traceparent`).
 ///
-/// Put it at the head of the chain, above ``Retry`` and the auth loaders, so that the
+/// Put it at the head of the chain, above `Retry` and the auth loaders, so that the
 /// span covers the whole call:
 ///
 /// ```swift
@@ -19,9 +19,9 @@ public import Tracing
 /// ```
 ///
 /// The span is named after the method ("GET") and carries `http.request.method`,
-/// `url.full` (secret query values redacted, see ``Redaction``), `url.scheme`,
+/// `url.full` (secret query values redacted, see `Redaction`), `url.scheme`,
 /// `server.address`, `server.port`, `http.response.status_code`, `error.type` (the
-/// status code from 400 on, or the ``CatenaError/Code`` of a failure, as `timed_out`) and
+/// status code from 400 on, or the `CatenaError/Code` of a failure, as `timed_out`) and
 /// `http.request.resend_count` when the request was sent more than once. What happens
 /// inside the call is recorded as **span events**, not child spans, so that a call is
 /// one span whatever the chain looks like: `http.retry` (attempt, delay, reason) for

@@ -14,12 +14,12 @@ public import OpenAPIRuntime
 ///
 /// - **Requests**: the generated request goes to `baseURL` + its path, with its header
 ///   fields. A body of known length up to ``bufferedBodyLimit`` is collected once and can
-///   be sent again (so ``Retry`` and ``TokenAuth`` may resend it); a larger or unknown
+///   be sent again (so `Retry` and `TokenAuth` may resend it); a larger or unknown
 ///   one is streamed (where the transport streams: AsyncHTTPClient) and can be sent once.
-/// - **Responses** are loaded whole (``HTTPCache`` and ``Deduplicate`` work, the body is
-///   bounded by ``MaximumResponseSize``), except for the operations in
+/// - **Responses** are loaded whole (`HTTPCache` and `Deduplicate` work, the body is
+///   bounded by `MaximumResponseSize`), except for the operations in
 ///   `streamedOperations`, whose bodies arrive as they come (event streams, downloads).
-/// - **Errors**: a failure is thrown as the chain's ``CatenaError``; the generated
+/// - **Errors**: a failure is thrown as the chain's `CatenaError`; the generated
 ///   client wraps it in its `ClientError`, and ``Swift/Error/catenaError`` finds it
 ///   again. A status such as 404 is a response, as the generated client expects.
 ///
@@ -34,8 +34,10 @@ public struct CatenaClientTransport: ClientTransport {
 
     /// A transport that sends through `loader`.
     ///
-    /// - Parameter streamedOperations: the IDs of the operations whose response bodies
-    ///   are streamed instead of loaded whole.
+    /// - Parameters:
+    ///   - loader: the chain every request goes through, ending in a transport.
+    ///   - streamedOperations: the IDs of the operations whose response bodies are
+    ///     streamed instead of loaded whole.
     public init(_ loader: some HTTPLoader, streamedOperations: Set<String> = []) {
         self.loader = loader
         self.streamedOperations = streamedOperations
@@ -60,7 +62,7 @@ public enum OpenAPIOperationID: RequestOption {
 }
 
 extension Error {
-    /// The ``CatenaError`` behind this error: itself, or what an OpenAPI `ClientError`
+    /// The `CatenaError` behind this error: itself, or what an OpenAPI `ClientError`
     /// wraps. So a caller of a generated client still finds the code (`timedOut`,
     /// `cannotConnect`, …).
     public var catenaError: CatenaError? {

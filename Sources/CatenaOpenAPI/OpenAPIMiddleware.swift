@@ -12,14 +12,14 @@ public import OpenAPIRuntime
 ///     --> AsyncHTTPClientTransport()
 /// ```
 ///
-/// Place it after ``ApplyEnvironment``: the middleware sees absolute requests (its
+/// Place it after `ApplyEnvironment`: the middleware sees absolute requests (its
 /// `baseURL` is the request's scheme, host and port; its request's path the rest). The
 /// request's body reaches the middleware as an `HTTPBody` read only if the middleware
 /// reads it; a body the middleware passes on unchanged goes down the chain as it was
 /// (so it can still be sent again). The request's options travel on whatever the
 /// middleware does to the request. A middleware that calls `next` several times sends
 /// the request several times. A failure the middleware throws that is not a
-/// ``CatenaError`` becomes one with code ``CatenaError/Code/unknown`` naming the
+/// `CatenaError` becomes one with code `CatenaError/Code/unknown` naming the
 /// middleware's type.
 public struct OpenAPIMiddleware<Middleware: ClientMiddleware>: HTTPMiddleware {
     /// The middleware this link runs.

@@ -1,5 +1,5 @@
 public import Catena
-public import Foundation
+import Foundation
 import HTTPTypes
 
 /// Records the exchanges that pass through it as a HAR 1.2 archive, secrets redacted,
@@ -13,7 +13,7 @@ import HTTPTypes
 /// ```
 ///
 /// Put it right above the transport to see what goes over the wire. Redacted as the
-/// request's ``Redaction`` says (never less than the default): secret header values,
+/// request's `Redaction` says (never less than the default): secret header values,
 /// secret query values in the URL and the query list, and, in form and JSON bodies
 /// (request and response), the values of fields with the same secret names
 /// (`password`, `access_token`, …) and, in JSON, of keys named like a secret header. A body over `maximumBodyBytes`, a streamed request

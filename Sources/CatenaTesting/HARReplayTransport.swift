@@ -8,7 +8,7 @@ import HTTPTypes
 /// A request is answered by the entries with its method and URL (compared as the
 /// recorder wrote it, secret query values redacted), in the order they were recorded;
 /// when they are used up, the last one answers again. A request with no entry fails
-/// with ``CatenaError/Code/invalidRequest`` naming the method and (redacted) URL, and
+/// with `CatenaError/Code/invalidRequest` naming the method and (redacted) URL, and
 /// an entry recorded as a failure fails again with its code. Bodies come back as
 /// recorded, so redacted values stay redacted.
 public final class HARReplayTransport: HTTPLoader {

@@ -15,12 +15,12 @@ public import HTTPTypes
 /// ```
 ///
 /// It simulates transfer progress in chunks of ``chunkSize``: a request with
-/// ``UploadProgress`` hears about its body going out, one with ``DownloadDestination``
+/// `UploadProgress` hears about its body going out, one with `DownloadDestination`
 /// gets a 2xx body written to the file (and an empty body in the response).
 ///
 /// Like a real transport, it produces the request's body before answering, so a body
 /// that fails to encode fails here too (and uses no handler). A request that arrives
-/// when no handler is left fails with ``CatenaError/Code/invalidRequest`` and a detail
+/// when no handler is left fails with `CatenaError/Code/invalidRequest` and a detail
 /// that says so. Every request is recorded either way.
 public final class MockTransport: HTTPLoader {
     /// Answers one request.
@@ -153,8 +153,8 @@ public final class MockTransport: HTTPLoader {
         return written
     }
 
-    /// The chunk size for simulated transfer progress (uploads with ``UploadProgress``,
-    /// downloads with ``DownloadDestination``).
+    /// The chunk size for simulated transfer progress (uploads with `UploadProgress`,
+    /// downloads with `DownloadDestination`).
     public let chunkSize: Int
 
     private static func simulateProgress(of count: Int, chunkSize: Int, report: @Sendable (TransferProgress) -> Void) {

@@ -108,7 +108,7 @@ extension APIRequest {
         }
 
         /// Produces the bytes for one attempt; `nil` for an empty body. A streamed body
-        /// is read whole (transports that stream use ``openStream()`` instead).
+        /// is read whole (transports that stream open the stream afresh instead).
         public func makeData() async throws -> Data? {
             if let stream {
                 var data = Data()

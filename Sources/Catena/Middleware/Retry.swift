@@ -113,6 +113,7 @@ public struct Retry: HTTPMiddleware {
     /// A retry loader.
     ///
     /// - Parameters:
+    ///   - strategy: which failures are retried, how often, and how long to wait.
     ///   - clock: what to wait on; inject a virtual clock in tests.
     ///   - random: returns a value in `0...upperBound`; for jitter.
     public init(_ strategy: RetryStrategy = .standard, clock: any RetryClock = SystemRetryClock(),

@@ -101,6 +101,8 @@ public struct EventSource: AsyncSequence, Sendable {
     /// A source of the events `request` streams through `loader`.
     ///
     /// - Parameters:
+    ///   - request: The stream to open; sent again, with `Last-Event-ID`, on each reconnection.
+    ///   - loader: The chain it goes through.
     ///   - policy: When to reconnect.
     ///   - maxEventBytes: The largest event (and line) accepted; larger ones fail with
     ///     ``CatenaError/Code/invalidResponse``.

@@ -22,7 +22,7 @@ public struct OperationRetryStrategy: Sendable {
     }
 
     /// True for the HTTP failures worth another attempt: statuses 408, 429, 500, 502,
-    /// 503, 504 and refused, lost or timed-out connections (``Catena/RetryStrategy/standard``'s
+    /// 503, 504 and refused, lost or timed-out connections (`Catena/RetryStrategy/standard`'s
     /// rule). Pass it as a strategy's `if:`.
     public static let transientHTTPFailure: @Sendable (any Error) -> Bool = { error in
         (error as? CatenaError).map(RetryStrategy.standard.retries) ?? false

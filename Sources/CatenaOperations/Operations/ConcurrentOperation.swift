@@ -2,7 +2,7 @@ import Catena
 public import Foundation
 
 /// An operation whose work may finish later, on any thread: override ``execute()``
-/// and call ``finish()`` when the work is done.
+/// and call `finish()` when the work is done.
 ///
 /// ```swift
 /// final class Hello: ConcurrentOperation, @unchecked Sendable {
@@ -87,7 +87,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         execute()
     }
 
-    /// The operation's work. Call ``finish()`` when it is done, now or later, from any
+    /// The operation's work. Call `finish()` when it is done, now or later, from any
     /// thread. The default finishes at once.
     open func execute() {
         finish()

@@ -44,7 +44,7 @@ open class TaskOperation<Input: Sendable, Output: Sendable>: ConsumingOperation<
     }
 }
 
-/// Sends an endpoint through a ``Client`` and produces its content. Cancelling the
+/// Sends an endpoint through a `Client` and produces its content. Cancelling the
 /// operation cancels the request in flight.
 ///
 /// ```swift

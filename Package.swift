@@ -172,7 +172,8 @@ let package = Package(
         .testTarget(
             name: "CatenaIntegrationTests",
             dependencies: [
-                "ThreadSanitizerSuppressions", "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
+                "ThreadSanitizerSuppressions", "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI",
+                "FlickrAPI",
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

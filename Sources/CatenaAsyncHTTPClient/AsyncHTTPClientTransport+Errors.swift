@@ -35,18 +35,21 @@ extension AsyncHTTPClientTransport {
             return CatenaError(.cancelled, request: request, underlyingError: error)
         }
         if error is NIOTooManyBytesError {
-            return CatenaError(.invalidResponse, request: request, underlyingError: error,
-                               detail: "the body is larger than the \(limit) bytes allowed (MaximumResponseSize)")
+            return CatenaError(
+                .invalidResponse, request: request, underlyingError: error,
+                detail: "the body is larger than the \(limit) bytes allowed (MaximumResponseSize)")
         }
         if let error = error as? NIOHTTPDecompression.DecompressionError {
-            let detail = error == .limit
+            let detail =
+                error == .limit
                 ? "the compressed body inflates to more than \(decompressionRatioLimit) times its size"
                 : "the body's compression (Content-Encoding) is corrupt"
             return CatenaError(.invalidResponse, request: request, underlyingError: error, detail: detail)
         }
         if error is NIOHTTPDecompression.ExtraDecompressionError {
-            return CatenaError(.invalidResponse, request: request, underlyingError: error,
-                               detail: "the body's compression (Content-Encoding) is corrupt")
+            return CatenaError(
+                .invalidResponse, request: request, underlyingError: error,
+                detail: "the body's compression (Content-Encoding) is corrupt")
         }
         if let error = error as? NIOSSLError {
             // BoringSSL names the check that failed ("CERTIFICATE_VERIFY_FAILED", an
@@ -54,24 +57,28 @@ extension AsyncHTTPClientTransport {
             let text = String(describing: error)
             switch error {
             case .unableToValidateCertificate:
-                return CatenaError(.untrustedServer, request: request, underlyingError: error,
-                                   detail: "the server's certificate does not name \(request.host ?? "the host")")
+                return CatenaError(
+                    .untrustedServer, request: request, underlyingError: error,
+                    detail: "the server's certificate does not name \(request.host ?? "the host")")
             case .handshakeFailed where text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate"):
-                return CatenaError(.untrustedServer, request: request, underlyingError: error,
-                                   detail: "the server's certificate failed validation (\(text.prefix(300)))")
+                return CatenaError(
+                    .untrustedServer, request: request, underlyingError: error,
+                    detail: "the server's certificate failed validation (\(text.prefix(300)))")
             default:
                 return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the TLS handshake failed (\(text.prefix(300)))")
             }
         }
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
-            return CatenaError(.untrustedServer, request: request, underlyingError: error,
-                               detail: "the server's certificate does not name \(request.host ?? "the host")")
+            return CatenaError(
+                .untrustedServer, request: request, underlyingError: error,
+                detail: "the server's certificate does not name \(request.host ?? "the host")")
         }
         if let error = error as? NIOConnectionError {
             let refused = error.connectionErrors.contains { ($0.error as? IOError)?.errnoCode == ECONNREFUSED }
             let dns = error.dnsAError != nil || error.dnsAAAAError != nil
-            return CatenaError(.cannotConnect, request: request, underlyingError: error,
-                               detail: refused ? "connection refused" : dns ? "unknown host" : nil)
+            return CatenaError(
+                .cannotConnect, request: request, underlyingError: error,
+                detail: refused ? "connection refused" : dns ? "unknown host" : nil)
         }
         if let error = error as? IOError {
             switch error.errnoCode {
@@ -92,23 +99,27 @@ extension AsyncHTTPClientTransport {
             }
         }
         if let error = error as? NIOHTTP2Errors.StreamClosed {
-            return CatenaError(.connectionLost, request: request, underlyingError: error,
-                               detail: "the server reset the HTTP/2 stream (\(error.errorCode))")
+            return CatenaError(
+                .connectionLost, request: request, underlyingError: error,
+                detail: "the server reset the HTTP/2 stream (\(error.errorCode))")
         }
         if error is NIOHTTP2Errors.IOOnClosedConnection {
             return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the HTTP/2 connection closed")
         }
         if error is any NIOHTTP2Error {
-            return CatenaError(.invalidResponse, request: request, underlyingError: error,
-                               detail: "the server broke the HTTP/2 protocol (\(String(describing: error).prefix(200)))")
+            return CatenaError(
+                .invalidResponse, request: request, underlyingError: error,
+                detail: "the server broke the HTTP/2 protocol (\(String(describing: error).prefix(200)))")
         }
         if let error = error as? HTTPParserError {
             if error == .invalidEOFState {
-                return CatenaError(.connectionLost, request: request, underlyingError: error,
-                                   detail: "the connection closed before the response was complete")
+                return CatenaError(
+                    .connectionLost, request: request, underlyingError: error,
+                    detail: "the connection closed before the response was complete")
             }
-            return CatenaError(.invalidResponse, request: request, underlyingError: error,
-                               detail: "the response's framing is broken (\(error))")
+            return CatenaError(
+                .invalidResponse, request: request, underlyingError: error,
+                detail: "the response's framing is broken (\(error))")
         }
         guard let clientError = error as? HTTPClientError else { return CatenaError.wrapping(error, request: request) }
         let code: CatenaError.Code
@@ -121,7 +132,8 @@ extension AsyncHTTPClientTransport {
             detail = "no complete answer within \(timeout)"
         case .getConnectionFromPoolTimeout:
             code = .timedOut
-            detail = "no connection to the host became free within the client's connection timeout: the pooled ones were busy, "
+            detail =
+                "no connection to the host became free within the client's connection timeout: the pooled ones were busy, "
                 + "or a new one was still connecting (the request was not sent; for many requests at once, raise "
                 + "HTTPClient.Configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit)"
         case .connectTimeout:

@@ -21,12 +21,13 @@ extension AsyncHTTPClientTransport {
         while true {
             do throws(CatenaError) {
                 return try await attempt(left - (ContinuousClock.now - start))
-            } catch where mayResend(request, after: error) {
+            } catch  where mayResend(request, after: error) {
                 if answered == nil, error.code != .connectionLost { answered = error }
                 guard attempts < attemptsBeforeAnyHead else { throw answered ?? error }
                 guard left - (ContinuousClock.now - start) > .zero else {
-                    throw CatenaError(.timedOut, request: request, underlyingError: error,
-                                      detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
+                    throw CatenaError(
+                        .timedOut, request: request, underlyingError: error,
+                        detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
                 }
                 attempts += 1
                 request.report(.resent(after: error.code))

@@ -53,8 +53,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// Catena, gzip and deflate decoded (at most ``decompressionRatioLimit`` times the
     /// compressed size), and failing fast when a connection cannot be made.
     public static var defaultConfiguration: HTTPClient.Configuration {
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
-                                                     decompression: .enabled(limit: .ratio(decompressionRatioLimit)))
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            decompression: .enabled(limit: .ratio(decompressionRatioLimit)))
         configuration.connectionPool.retryConnectionEstablishment = false
         return configuration
     }
@@ -97,11 +98,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     ///   public-key pins: AsyncHTTPClient 1.37 builds its TLS handler itself, with no
     ///   hook where the server's key could be checked, so a pinned transport is refused
     ///   rather than one that connects unpinned.
-    public convenience init(configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
-                            timeout: Duration = .seconds(60)) throws(ServerTrustError) {
+    public convenience init(
+        configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
+        timeout: Duration = .seconds(60)
+    ) throws(ServerTrustError) {
         guard trust.publicKeyPins.isEmpty else {
-            throw ServerTrustError("AsyncHTTPClient offers no hook to check a server's public key against pins "
-                + "(it builds NIOSSL's handler without a verification callback); trust a root of your own instead")
+            throw ServerTrustError(
+                "AsyncHTTPClient offers no hook to check a server's public key against pins "
+                    + "(it builds NIOSSL's handler without a verification callback); trust a root of your own instead")
         }
         var configuration = configuration
         var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
@@ -236,8 +240,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let timing = ResponseTiming(started: started, headArrived: .now)
         request.report(.responseHead(status: Int(response.status.code), after: timing.timeToFirstByte))
         let producer = Locked<Task<Void, Never>?>(nil)
-        let channel = BodyChannel(request: request, window: request[option: StreamWindow.self],
-                                  idle: request[option: StreamIdleTimeout.self]) {
+        let channel = BodyChannel(
+            request: request, window: request[option: StreamWindow.self],
+            idle: request[option: StreamIdleTimeout.self]
+        ) {
             producer.withLock { $0 }?.cancel()
         }
         let body = response.body
@@ -257,8 +263,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         producer.withLock { $0 = task }
         if channel.hasEnded { task.cancel() }
-        var streamed = StreamedResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-                                        headerFields: Self.fields(of: response), body: ResponseBody(channel: channel), request: request)
+        var streamed = StreamedResponse(
+            status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+            headerFields: Self.fields(of: response), body: ResponseBody(channel: channel), request: request)
         streamed.timing = timing
         return streamed
     }
@@ -270,8 +277,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(response.status.code) is not a valid HTTP status")
         }
         if let declared = response.headers["Content-Length"] as [String]?, Set(declared).count > 1 {
-            throw CatenaError(.invalidResponse, request: request,
-                              detail: "the response has \(declared.count) different Content-Length fields")
+            throw CatenaError(
+                .invalidResponse, request: request,
+                detail: "the response has \(declared.count) different Content-Length fields")
         }
     }
 
@@ -353,7 +361,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } onCancel: {
                 reading.cancel()
             }
-        } catch where expired.load(ordering: .acquiring) {
+        } catch  where expired.load(ordering: .acquiring) {
             throw HTTPClientError.deadlineExceeded
         }
     }
@@ -362,7 +370,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 extension TimeAmount {
     init(_ duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
-                            ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self = .nanoseconds(
+            seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
+                ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

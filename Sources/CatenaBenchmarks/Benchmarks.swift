@@ -18,7 +18,7 @@ import CatenaAsyncHTTPClient
 import CatenaDemoServer
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Logging
 import NIOCore
@@ -49,9 +49,12 @@ struct Settings {
             case ("--in-flight", let value?): inFlight = value
             case ("--soak-requests", let value?): soakRequests = value
             case ("--soak-row", let value?): soakRow = value
-            case ("--only", _) where text.map(["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi"].contains) == true: sections = [text!]
+            case ("--only", _) where text.map(["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi"].contains) == true:
+                sections = [text!]
             default:
-                print("usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability|openapi]")
+                print(
+                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability|openapi]"
+                )
                 exit(2)
             }
         }
@@ -172,8 +175,9 @@ enum Benchmarks {
         // event-loop threads relative to the server's end biased one variant for a
         // whole run. URLSession cannot be shared: Catena makes its session itself, with
         // its own delegate, from the same configuration.
-        let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
-                                   configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        let rawClient = HTTPClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+            configuration: AsyncHTTPClientTransport.defaultConfiguration)
         let ahcAlone = AsyncHTTPClientTransport(client: rawClient)
         let ahcChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> ahcAlone
 
@@ -305,7 +309,9 @@ func report(_ workload: String, _ group: [Variant], _ rounds: [[Round]], cpu: Bo
             }
         }
         let cpuText = cpu ? format(summary.cpuPerRequest.milliseconds * 1000, 0) : "–"
-        print("| \(workload) | \(variant.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(cpuText) | \(ratio) | \(cpuRatio) |")
+        print(
+            "| \(workload) | \(variant.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(cpuText) | \(ratio) | \(cpuRatio) |"
+        )
     }
 }
 
@@ -333,7 +339,9 @@ func photosFanOut(rounds: Int) async throws {
     print()
     print("| fan-out (AsyncHTTPClient) | wall ms (median of \(walls.count)) | best | ideal ms | wall / ideal |")
     print("|---|---:|---:|---:|---:|")
-    print("| getRecent + 100 getSizes, 8 at a time, 20 ms latency | \(format(wall, 1)) | \(format(walls.min()!, 1)) | \(format(ideal.milliseconds, 0)) | **\(format(wall / ideal.milliseconds, 3)) ×** |")
+    print(
+        "| getRecent + 100 getSizes, 8 at a time, 20 ms latency | \(format(wall, 1)) | \(format(walls.min()!, 1)) | \(format(ideal.milliseconds, 0)) | **\(format(wall / ideal.milliseconds, 3)) ×** |"
+    )
     await server.stop()
 }
 
@@ -357,6 +365,8 @@ func cancellationLatency(base: URL, ahc: any HTTPLoader, urlSession: any HTTPLoa
             latencies.append(ContinuousClock.now - cancelledAt)
         }
         latencies.sort()
-        print("| \(name) | \(format(percentile(latencies, 0.5).milliseconds, 3)) | \(format(percentile(latencies, 0.99).milliseconds, 3)) | \(format(latencies.last!.milliseconds, 3)) |")
+        print(
+            "| \(name) | \(format(percentile(latencies, 0.5).milliseconds, 3)) | \(format(percentile(latencies, 0.99).milliseconds, 3)) | \(format(latencies.last!.milliseconds, 3)) |"
+        )
     }
 }

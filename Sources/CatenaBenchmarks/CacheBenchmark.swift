@@ -13,7 +13,10 @@ func cacheBenchmark(base: URL, rounds: Int) async throws {
     print("| \(count) GETs of one URL (AsyncHTTPClient, \(rounds) interleaved rounds) | without cache, ms | with `HTTPCache`, ms | with / without |")
     print("|---|---:|---:|---:|")
     for (name, request) in [
-        ("`max-age=3600` (fresh: answered from memory)", try APIRequest(.get, path: ["api", "cache", "bench"], query: [URLQueryItem(name: "max_age", value: "3600")])),
+        (
+            "`max-age=3600` (fresh: answered from memory)",
+            try APIRequest(.get, path: ["api", "cache", "bench"], query: [URLQueryItem(name: "max_age", value: "3600")])
+        ),
         ("`no-cache` + ETag (each GET revalidated: 304)", try APIRequest(.get, path: ["api", "users", "2"])),
     ] {
         let cache = HTTPCache()
@@ -30,7 +33,9 @@ func cacheBenchmark(base: URL, rounds: Int) async throws {
         without.removeFirst()
         with.removeFirst()
         let ratios = zip(with, without).map { $0 / $1 }
-        print("| \(name) | \(format(median(without), 1)) | \(format(median(with), 1)) | **\(format(median(ratios), 3)) ×** (\(format(ratios.min()!, 3))–\(format(ratios.max()!, 3))) |")
+        print(
+            "| \(name) | \(format(median(without), 1)) | \(format(median(with), 1)) | **\(format(median(ratios), 3)) ×** (\(format(ratios.min()!, 3))–\(format(ratios.max()!, 3))) |"
+        )
         guard cache.statistics.fromCache >= count * rounds else { throw BenchmarkError.status(cache.statistics.fromCache) }
     }
     print()

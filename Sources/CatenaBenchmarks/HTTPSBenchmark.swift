@@ -24,7 +24,8 @@ func httpsBenchmark(settings: Settings) async throws {
     configuration.tlsConfiguration = tls
     let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-    let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet)
+    let chain =
+        ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet)
         --> AsyncHTTPClientTransport(client: rawClient, decodesCompression: true)
     let request = try UserEndpoint(id: 2).makeRequest()
     let decoder = JSONDecoder()

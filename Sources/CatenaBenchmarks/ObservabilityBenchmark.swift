@@ -28,11 +28,14 @@ func observabilityBenchmark(base: URL, settings: Settings) async throws {
         }
     }
     print("Observability: one AsyncHTTPClient transport, the chain alone and with TracingMiddleware --> MetricsMiddleware")
-    try await compare([[
-        variant("chain (log + environment)", chain),
-        variant("+ tracing + metrics, no-op backends", noOp),
-        variant("+ tracing + metrics, working backends", working),
-    ]], settings: settings)
+    try await compare(
+        [
+            [
+                variant("chain (log + environment)", chain),
+                variant("+ tracing + metrics, no-op backends", noOp),
+                variant("+ tracing + metrics, working backends", working),
+            ]
+        ], settings: settings)
     try await transport.shutdown()
 }
 

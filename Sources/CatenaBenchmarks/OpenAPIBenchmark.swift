@@ -13,7 +13,8 @@ import OpenAPIAsyncHTTPClient
 /// retry and a log loader at level off), all three on one `HTTPClient`, so they share
 /// its pooled connections. Goal: the bridge at least 0.95 of the official transport.
 func openAPIBenchmark(base: URL, settings: Settings) async throws {
-    let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
+    let client = HTTPClient(
+        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     let catenaTransport = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client, decodesCompression: true)
     let official = DemoUsersOpenAPI.Client(serverURL: base, transport: OpenAPIAsyncHTTPClient.AsyncHTTPClientTransport(configuration: .init(client: client)))
@@ -26,10 +27,13 @@ func openAPIBenchmark(base: URL, settings: Settings) async throws {
         }
     }
     print("OpenAPI: one generated client (getUser, decoded) over three transports on one HTTPClient")
-    try await compare([[
-        variant("official OpenAPIAsyncHTTPClient transport", official),
-        variant("CatenaClientTransport over AsyncHTTPClientTransport", bridged),
-        variant("CatenaClientTransport over Retry --> Log --> AsyncHTTPClientTransport", chained),
-    ]], settings: settings)
+    try await compare(
+        [
+            [
+                variant("official OpenAPIAsyncHTTPClient transport", official),
+                variant("CatenaClientTransport over AsyncHTTPClientTransport", bridged),
+                variant("CatenaClientTransport over Retry --> Log --> AsyncHTTPClientTransport", chained),
+            ]
+        ], settings: settings)
     try await client.shutdown()
 }

@@ -117,14 +117,23 @@ func operationChains(base: URL, rounds: Int) async throws {
     let versusLoop = zip(catena, loop).map { $0 / $1 }
     let versusSerial = zip(catena, serialLoop).map { $0 / $1 }
     func range(_ values: [Double]) -> String { "\(format(values.min()!, 1))–\(format(values.max()!, 1))" }
-    print("| chain of \(count) operations, each adding 1 to its predecessor's result (\(rounds) interleaved rounds) | ms, median | Catena (a) / this, per round |")
+    print(
+        "| chain of \(count) operations, each adding 1 to its predecessor's result (\(rounds) interleaved rounds) | ms, median | Catena (a) / this, per round |"
+    )
     print("|---|---:|---:|")
     print("| (a) Catena chain of `TransformOperation`s (`passesResult`), building included | \(format(a, 1)) (building \(format(median(builds), 1))) | |")
-    print("| (a') the same with a `ConsumingOperation` subclass: every step through the queue | \(format(median(subclassed), 1)) | \(format(median(zip(catena, subclassed).map { $0 / $1 }), 2)) × |")
-    print("| (b) plain OperationQueue, `addDependency`, all added at once (one run) | \(format(plain[1], 0)) | **(b) is \(format(plain[1] / a, 0)) × slower** |")
+    print(
+        "| (a') the same with a `ConsumingOperation` subclass: every step through the queue | \(format(median(subclassed), 1)) | \(format(median(zip(catena, subclassed).map { $0 / $1 }), 2)) × |"
+    )
+    print(
+        "| (b) plain OperationQueue, `addDependency`, all added at once (one run) | \(format(plain[1], 0)) | **(b) is \(format(plain[1] / a, 0)) × slower** |")
     print("| (b) the same with 1,000 operations (one run) | \(format(plain[0], 1)) | |")
-    print("| (c) async/await loop, one hop per step to the global dispatch queue | \(format(median(loop), 1)) | **\(format(median(versusLoop), 2)) ×** (\(range(versusLoop))) |")
-    print("| (c') the same, hopping to a serial dispatch queue | \(format(median(serialLoop), 1)) | \(format(median(versusSerial), 2)) × (\(range(versusSerial))) |")
+    print(
+        "| (c) async/await loop, one hop per step to the global dispatch queue | \(format(median(loop), 1)) | **\(format(median(versusLoop), 2)) ×** (\(range(versusLoop))) |"
+    )
+    print(
+        "| (c') the same, hopping to a serial dispatch queue | \(format(median(serialLoop), 1)) | \(format(median(versusSerial), 2)) × (\(range(versusSerial))) |"
+    )
 
     // Seed 000's users chain: list, decode, user, decode.
     let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> AsyncHTTPClientTransport()
@@ -146,7 +155,7 @@ func operationChains(base: URL, rounds: Int) async throws {
         start = ContinuousClock.now
         try await operationsEngine()
         let operationTime = ContinuousClock.now - start
-        if round >= 50 {   // warm-up
+        if round >= 50 {  // warm-up
             asyncTimes.append(asyncTime)
             operationTimes.append(operationTime)
         }
@@ -157,7 +166,11 @@ func operationChains(base: URL, rounds: Int) async throws {
     print()
     print("| seed 000's users chain (list, then user), AsyncHTTPClient, 1,000 interleaved runs | p50 ms | p99 ms | vs. async |")
     print("|---|---:|---:|---:|")
-    print("| async engine (`Client.send` twice) | \(format(percentile(asyncTimes, 0.5).milliseconds, 3)) | \(format(percentile(asyncTimes, 0.99).milliseconds, 3)) | 1 × |")
-    print("| operations engine (two `EndpointOperation`s, `passesResult`) | \(format(percentile(operationTimes, 0.5).milliseconds, 3)) | \(format(percentile(operationTimes, 0.99).milliseconds, 3)) | **\(format(ratio, 2)) ×** |")
+    print(
+        "| async engine (`Client.send` twice) | \(format(percentile(asyncTimes, 0.5).milliseconds, 3)) | \(format(percentile(asyncTimes, 0.99).milliseconds, 3)) | 1 × |"
+    )
+    print(
+        "| operations engine (two `EndpointOperation`s, `passesResult`) | \(format(percentile(operationTimes, 0.5).milliseconds, 3)) | \(format(percentile(operationTimes, 0.99).milliseconds, 3)) | **\(format(ratio, 2)) ×** |"
+    )
     print()
 }

@@ -2,7 +2,7 @@ import Catena
 import CatenaAsyncHTTPClient
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Logging
 
@@ -30,9 +30,11 @@ func soakBenchmark(base: URL, requests: Int, row: Int?) async throws {
     print("|---|---:|---:|---:|---:|---:|")
     var rows: [(String, @Sendable (Int) async throws -> Void)] = []
     for (name, transport) in [("AsyncHTTPClient", AsyncHTTPClientTransport() as any HTTPLoader), ("URLSession", URLSessionTransport())] {
-        let oauth = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
-                                       password: "cityslicka", loader: transport)
-        let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> Deduplicate() --> Throttle(maxInFlight: 64)
+        let oauth = OAuth2PasswordFlow(
+            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
+            password: "cityslicka", loader: transport)
+        let chain =
+            ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> Deduplicate() --> Throttle(maxInFlight: 64)
             --> Retry() --> Validate() --> TokenAuth(hosts: ["127.0.0.1:\(base.port ?? 80)"], refresh: oauth.refresh) --> HTTPCache() --> transport
         rows.append(("\(name), full stack", { index in _ = try await chain.load(try APIRequest(.get, path: paths[index % paths.count])) }))
     }
@@ -63,7 +65,9 @@ func soakBenchmark(base: URL, requests: Int, row: Int?) async throws {
         let megabytes = { (bytes: Int) in format(Double(bytes) / 1_048_576, 1) }
         let warm = samples.first ?? 0
         let growth = (samples.max() ?? 0) - warm
-        print("| \(name) | \(format(Double(requests) / elapsed.seconds, 0)) | \(megabytes(warm)) | \(megabytes(samples.max() ?? 0)) | \(megabytes(samples.last ?? 0)) | **\(megabytes(growth))** |")
+        print(
+            "| \(name) | \(format(Double(requests) / elapsed.seconds, 0)) | \(megabytes(warm)) | \(megabytes(samples.max() ?? 0)) | \(megabytes(samples.last ?? 0)) | **\(megabytes(growth))** |"
+        )
         print("<!-- \(name) RSS samples, MB: \(samples.map(megabytes).joined(separator: " ")) -->")
     }
     print()

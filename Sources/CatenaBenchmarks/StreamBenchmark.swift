@@ -27,7 +27,8 @@ func peakResident<T: Sendable>(_ body: () async throws -> T) async rethrows -> (
 func streamBenchmark(base: URL, rounds: Int) async throws {
     let environment = ServerEnvironment(baseURL: base)!
     let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
-    let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }) --> Throttle(maxInFlight: 64)
+    let chain =
+        ApplyEnvironment(environment) --> LogMiddleware(logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }) --> Throttle(maxInFlight: 64)
         --> AsyncHTTPClientTransport(client: client, decodesCompression: true)
 
     // 1 GiB of bytes.
@@ -57,7 +58,9 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
     print("| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | peak resident MB (process, server included) | Catena / raw |")
     print("|---|---:|---:|---:|")
     print("| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(bytes.raw) / 1e6, 0)) | \(format(Double(bytes.rawPeak) / 1e6, 0)) | |")
-    print("| `chain.stream` (environment, log, throttle, transport) | \(format(median(bytes.catena) / 1e6, 0)) | \(format(Double(bytes.catenaPeak) / 1e6, 0)) | \(bytes.ratioCell) |")
+    print(
+        "| `chain.stream` (environment, log, throttle, transport) | \(format(median(bytes.catena) / 1e6, 0)) | \(format(Double(bytes.catenaPeak) / 1e6, 0)) | \(bytes.ratioCell) |"
+    )
     print("| resident before the first round | | \(format(Double(baseline) / 1e6, 0)) | |")
 
     // Server-sent events: 100,000 small events, decoded.
@@ -137,9 +140,11 @@ func manyStreams(base: URL) async throws {
     configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = streams
     let transport = AsyncHTTPClientTransport(configuration: configuration, timeout: .seconds(60))
     let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> transport
-    let request = try APIRequest(.get, path: ["api", "events"], query: [
-        URLQueryItem(name: "count", value: "2"), URLQueryItem(name: "interval", value: "3"),
-    ])
+    let request = try APIRequest(
+        .get, path: ["api", "events"],
+        query: [
+            URLQueryItem(name: "count", value: "2"), URLQueryItem(name: "interval", value: "3"),
+        ])
     let before = residentBytes()
     let opened = Locked(0)
     let start = ContinuousClock.now

@@ -62,8 +62,9 @@ public struct MetricsMiddleware: HTTPMiddleware {
         defer { instruments.active.decrement() }
         do {
             let response = try await next.load(instruments.observing(request))
-            instruments.finished(request: response.request, method: request.method.rawValue, status: response.status.code,
-                                 bytes: response.body.count, after: ContinuousClock.now - start)
+            instruments.finished(
+                request: response.request, method: request.method.rawValue, status: response.status.code,
+                bytes: response.body.count, after: ContinuousClock.now - start)
             return response
         } catch {
             instruments.failed(error, method: request.method.rawValue, after: ContinuousClock.now - start)
@@ -133,24 +134,26 @@ private final class Instruments: Sendable {
             true: Counter(label: "catena.http.client.token_refreshes", dimensions: [("outcome", "succeeded")], factory: factory),
             false: Counter(label: "catena.http.client.token_refreshes", dimensions: [("outcome", "failed")], factory: factory),
         ]
-        cache = Dictionary(uniqueKeysWithValues: [CallEvent.CacheOutcome.hit, .miss, .revalidated].map { outcome in
-            (outcome, Counter(label: "catena.http.client.cache", dimensions: [("outcome", outcome.rawValue)], factory: factory))
-        })
+        cache = Dictionary(
+            uniqueKeysWithValues: [CallEvent.CacheOutcome.hit, .miss, .revalidated].map { outcome in
+                (outcome, Counter(label: "catena.http.client.cache", dimensions: [("outcome", outcome.rawValue)], factory: factory))
+            })
     }
 
     /// `request` reporting its events to these instruments.
     func observing(_ request: APIRequest) -> APIRequest {
         var request = request
-        request.observe(CallObserver { [self] event in
-            switch event {
-            case .retrying: retries.increment()
-            case .resent: resends.increment()
-            case .tokenRefresh(let started, _, let succeeded): if started { refreshes[succeeded]?.increment() }
-            case .cache(let outcome): cache[outcome]?.increment()
-            case .bodySent(let bytes): requestBytes.increment(by: bytes)
-            case .responseHead: break
-            }
-        })
+        request.observe(
+            CallObserver { [self] event in
+                switch event {
+                case .retrying: retries.increment()
+                case .resent: resends.increment()
+                case .tokenRefresh(let started, _, let succeeded): if started { refreshes[succeeded]?.increment() }
+                case .cache(let outcome): cache[outcome]?.increment()
+                case .bodySent(let bytes): requestBytes.increment(by: bytes)
+                case .responseHead: break
+                }
+            })
         return request
     }
 
@@ -180,9 +183,11 @@ private final class Instruments: Sendable {
             if let timer = state.durations[key] { return timer }
             if state.durations.count >= Self.maximumSeries { key = DurationKey(method: "other", statusClass: statusClass, host: host) }
             if let timer = state.durations[key] { return timer }
-            let timer = Timer(label: "http.client.request.duration", dimensions: [
-                ("http.request.method", key.method), ("http.response.status_class", key.statusClass), ("server.address", key.host),
-            ], factory: factory)
+            let timer = Timer(
+                label: "http.client.request.duration",
+                dimensions: [
+                    ("http.request.method", key.method), ("http.response.status_class", key.statusClass), ("server.address", key.host),
+                ], factory: factory)
             state.durations[key] = timer
             return timer
         }

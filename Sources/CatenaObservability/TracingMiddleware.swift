@@ -114,36 +114,46 @@ private struct SpanCall: Sendable {
         var request = request
         tracer.inject(span.context, into: &request.headerFields, using: HTTPFieldsInjector())
         let resends = Locked(0)
-        request.observe(CallObserver { event in
-            switch event {
-            case .retrying(let attempt, let delay, let outcome):
-                resends.withLock { $0 += 1 }
-                span.addEvent(SpanEvent(name: "http.retry", attributes: .with { attributes in
-                    attributes["http.request.resend_count"] = attempt - 1
-                    attributes["catena.retry.delay_ms"] = delay.milliseconds
-                    attributes["catena.retry.reason"] = outcome.label
-                }))
-            case .resent(let code):
-                resends.withLock { $0 += 1 }
-                span.addEvent(SpanEvent(name: "http.resend", attributes: .with { $0["catena.resend.reason"] = code.label }))
-            case .tokenRefresh(let started, let waited, let succeeded):
-                span.addEvent(SpanEvent(name: "catena.token_refresh", attributes: .with { attributes in
-                    attributes["catena.token_refresh.started"] = started
-                    attributes["catena.token_refresh.wait_ms"] = waited.milliseconds
-                    attributes["catena.token_refresh.succeeded"] = succeeded
-                }))
-            case .responseHead(let status, let after):
-                span.addEvent(SpanEvent(name: "http.response.head", attributes: .with { attributes in
-                    attributes["http.response.status_code"] = status
-                    attributes["catena.time_to_first_byte_ms"] = after.milliseconds
-                }))
-            case .bodySent(let bytes):
-                span.attributes["http.request.body.size"] = bytes
-            case .cache(let outcome):
-                span.attributes["catena.cache.outcome"] = outcome.rawValue
-                span.addEvent(SpanEvent(name: "catena.cache", attributes: .with { $0["catena.cache.outcome"] = outcome.rawValue }))
-            }
-        })
+        request.observe(
+            CallObserver { event in
+                switch event {
+                case .retrying(let attempt, let delay, let outcome):
+                    resends.withLock { $0 += 1 }
+                    span.addEvent(
+                        SpanEvent(
+                            name: "http.retry",
+                            attributes: .with { attributes in
+                                attributes["http.request.resend_count"] = attempt - 1
+                                attributes["catena.retry.delay_ms"] = delay.milliseconds
+                                attributes["catena.retry.reason"] = outcome.label
+                            }))
+                case .resent(let code):
+                    resends.withLock { $0 += 1 }
+                    span.addEvent(SpanEvent(name: "http.resend", attributes: .with { $0["catena.resend.reason"] = code.label }))
+                case .tokenRefresh(let started, let waited, let succeeded):
+                    span.addEvent(
+                        SpanEvent(
+                            name: "catena.token_refresh",
+                            attributes: .with { attributes in
+                                attributes["catena.token_refresh.started"] = started
+                                attributes["catena.token_refresh.wait_ms"] = waited.milliseconds
+                                attributes["catena.token_refresh.succeeded"] = succeeded
+                            }))
+                case .responseHead(let status, let after):
+                    span.addEvent(
+                        SpanEvent(
+                            name: "http.response.head",
+                            attributes: .with { attributes in
+                                attributes["http.response.status_code"] = status
+                                attributes["catena.time_to_first_byte_ms"] = after.milliseconds
+                            }))
+                case .bodySent(let bytes):
+                    span.attributes["http.request.body.size"] = bytes
+                case .cache(let outcome):
+                    span.attributes["catena.cache.outcome"] = outcome.rawValue
+                    span.addEvent(SpanEvent(name: "catena.cache", attributes: .with { $0["catena.cache.outcome"] = outcome.rawValue }))
+                }
+            })
         self.span = span
         self.request = request
         self.resends = resends

@@ -85,7 +85,7 @@ extension APIRequest.Body {
     /// can be sent again), streamed otherwise.
     static func openAPI(_ body: HTTPBody?, for request: APIRequest) async throws(CatenaError) -> APIRequest.Body {
         guard let body else { return .empty }
-        let contentType = "application/octet-stream"   // the generated request carries its own Content-Type
+        let contentType = "application/octet-stream"  // the generated request carries its own Content-Type
         if case .known(let length) = body.length, length <= CatenaClientTransport.bufferedBodyLimit {
             do {
                 return .data(try await Data(collecting: body, upTo: Int(length)), contentType: contentType)
@@ -123,7 +123,8 @@ extension HTTPBody {
     convenience init(streaming streamed: StreamedResponse) {
         var length = HTTPBody.Length.unknown
         if streamed.headerFields[.contentEncoding] == nil, let text = streamed.headerFields[.contentLength],
-           !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(text) {
+            !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(text)
+        {
             length = .known(value)
         }
         let body = streamed.body

@@ -31,14 +31,15 @@ public struct OpenAPIMiddleware<Middleware: ClientMiddleware>: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        let address = try request.urlString()   // also refuses a relative request
+        let address = try request.urlString()  // also refuses a relative request
         guard let components = URLComponents(string: address), let baseURL = Self.origin(of: components) else {
             throw CatenaError(.invalidRequest, request: request, detail: "the request's URL has no origin for an OpenAPI middleware")
         }
         let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        let head = HTTPRequest(method: request.method, scheme: components.scheme, authority: nil,
-                               path: path + (components.percentEncodedQuery.map { "?" + $0 } ?? ""),
-                               headerFields: request.headerFields)
+        let head = HTTPRequest(
+            method: request.method, scheme: components.scheme, authority: nil,
+            path: path + (components.percentEncodedQuery.map { "?" + $0 } ?? ""),
+            headerFields: request.headerFields)
         let body = request.body.isEmpty ? nil : HTTPBody(producing: request)
         let responseBodies = ResponseBodies()
         let answer: (HTTPResponse, HTTPBody?)
@@ -50,7 +51,7 @@ public struct OpenAPIMiddleware<Middleware: ClientMiddleware>: HTTPMiddleware {
                 if let newBody, newBody !== body {
                     forward.body = try await .openAPI(newBody, for: forward)
                 } else {
-                    forward.body = newBody == nil ? .empty : request.body   // dropped, or passed on unchanged
+                    forward.body = newBody == nil ? .empty : request.body  // dropped, or passed on unchanged
                 }
                 let response = try await next.load(forward)
                 let answerBody = HTTPBody(response)
@@ -70,8 +71,9 @@ public struct OpenAPIMiddleware<Middleware: ClientMiddleware>: HTTPMiddleware {
                 do {
                     data = try await Data(collecting: responseBody, upTo: request[option: MaximumResponseSize.self])
                 } catch {
-                    throw CatenaError(.invalidResponse, request: request, underlyingError: error,
-                                      detail: "the body the OpenAPI middleware \(Middleware.self) returned could not be read within the response size limit")
+                    throw CatenaError(
+                        .invalidResponse, request: request, underlyingError: error,
+                        detail: "the body the OpenAPI middleware \(Middleware.self) returned could not be read within the response size limit")
                 }
             }
         } else {

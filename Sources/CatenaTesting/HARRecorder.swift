@@ -46,12 +46,14 @@ public final class HARRecorder: HTTPMiddleware {
         let sentBody = await recordableBody(of: request)
         do {
             let response = try await next.load(request)
-            record(request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                   response: response, body: response.body, comment: nil)
+            record(
+                request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
+                response: response, body: response.body, comment: nil)
             return response
         } catch {
-            record(request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                   response: error.response, body: error.response?.body ?? Data(), comment: nil, error: error.code)
+            record(
+                request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
+                response: error.response, body: error.response?.body ?? Data(), comment: nil, error: error.code)
             throw error
         }
     }
@@ -61,12 +63,14 @@ public final class HARRecorder: HTTPMiddleware {
         let sentBody = await recordableBody(of: request)
         do {
             let streamed = try await next.stream(request)
-            record(request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                   response: streamed.head, body: nil, comment: "streamed: the body is not recorded")
+            record(
+                request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
+                response: streamed.head, body: nil, comment: "streamed: the body is not recorded")
             return streamed
         } catch {
-            record(request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                   response: error.response, body: error.response?.body ?? Data(), comment: nil, error: error.code)
+            record(
+                request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
+                response: error.response, body: error.response?.body ?? Data(), comment: nil, error: error.code)
             throw error
         }
     }
@@ -78,8 +82,10 @@ public final class HARRecorder: HTTPMiddleware {
         return try? await request.body.makeData()
     }
 
-    private func record(_ request: APIRequest, _ sentBody: Data?, started: Date, elapsed: Duration,
-                        response: APIResponse?, body: Data?, comment: String?, error: CatenaError.Code? = nil) {
+    private func record(
+        _ request: APIRequest, _ sentBody: Data?, started: Date, elapsed: Duration,
+        response: APIResponse?, body: Data?, comment: String?, error: CatenaError.Code? = nil
+    ) {
         let redaction = Redaction.effective(for: request)
         let requestType = request.headerFields[.contentType] ?? request.body.contentType ?? "application/octet-stream"
         var redactor = HARBodyRedactor(redaction: redaction, limit: maximumBodyBytes)
@@ -128,8 +134,9 @@ public final class HARRecorder: HTTPMiddleware {
 
     private static func headers(_ fields: HTTPFields, _ redactor: HARBodyRedactor) -> [HAR.NameValue] {
         fields.map { field in
-            HAR.NameValue(name: field.name.rawName,
-                          value: redactor.redaction.isSecretHeader(field.name) ? Redaction.placeholder : redactor.scrub(field.value))
+            HAR.NameValue(
+                name: field.name.rawName,
+                value: redactor.redaction.isSecretHeader(field.name) ? Redaction.placeholder : redactor.scrub(field.value))
         }
     }
 
@@ -224,8 +231,8 @@ struct HARBodyRedactor {
         }
         if type.contains("json") {
             guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
-                  let redacted = redactJSON(object, depth: 0),
-                  let encoded = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys, .fragmentsAllowed])
+                let redacted = redactJSON(object, depth: 0),
+                let encoded = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys, .fragmentsAllowed])
             else { return (nil, nil) }
             return (String(decoding: encoded, as: UTF8.self), nil)
         }

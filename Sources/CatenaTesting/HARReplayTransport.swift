@@ -37,8 +37,9 @@ public final class HARReplayTransport: HTTPLoader {
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let key = Key(method: request.method.rawValue, url: request.redactedURLString)
         guard let entries = answers[key], !entries.isEmpty else {
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "the HAR archive has no answer for \(key.method) \(key.url) (\(answers.count) distinct requests recorded)")
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "the HAR archive has no answer for \(key.method) \(key.url) (\(answers.count) distinct requests recorded)")
         }
         let index = served.withLock { served in
             let next = served[key, default: 0]
@@ -47,8 +48,9 @@ public final class HARReplayTransport: HTTPLoader {
         }
         let entry = entries[index]
         if let code = entry._error, entry.response.status == 0 {
-            throw CatenaError(CatenaError.Code(rawValue: code), request: request,
-                              detail: "replayed from the HAR archive")
+            throw CatenaError(
+                CatenaError.Code(rawValue: code), request: request,
+                detail: "replayed from the HAR archive")
         }
         guard (100...999).contains(entry.response.status) else {
             throw CatenaError(.invalidResponse, request: request, detail: "the HAR entry's status \(entry.response.status) is not an HTTP status")
@@ -68,13 +70,15 @@ public final class HARReplayTransport: HTTPLoader {
             body = decoded
         case (let text?, _): body = Data(text.utf8)
         }
-        var response = APIResponse(status: HTTPResponse.Status(code: entry.response.status, reasonPhrase: entry.response.statusText),
-                                   headerFields: fields, body: body, request: request)
+        var response = APIResponse(
+            status: HTTPResponse.Status(code: entry.response.status, reasonPhrase: entry.response.statusText),
+            headerFields: fields, body: body, request: request)
         if let code = entry._error {
             // A failure that came with a response (an unacceptable status, say).
             response.headerFields[.contentLength] = nil
-            throw CatenaError(CatenaError.Code(rawValue: code), request: request, response: response,
-                              detail: "replayed from the HAR archive")
+            throw CatenaError(
+                CatenaError.Code(rawValue: code), request: request, response: response,
+                detail: "replayed from the HAR archive")
         }
         return response
     }

@@ -56,8 +56,10 @@ public final class MockTransport: HTTPLoader {
     }
 
     /// Answers every matching request (see ``on(_:_:_:)``) with this response.
-    public func on(_ method: HTTPRequest.Method? = nil, _ pattern: String, status: HTTPResponse.Status = .ok,
-                   headerFields: HTTPFields = [:], body: Data = Data()) {
+    public func on(
+        _ method: HTTPRequest.Method? = nil, _ pattern: String, status: HTTPResponse.Status = .ok,
+        headerFields: HTTPFields = [:], body: Data = Data()
+    ) {
         on(method, pattern) { request throws(CatenaError) in
             APIResponse(status: status, headerFields: headerFields, body: body, request: request)
         }
@@ -127,8 +129,9 @@ public final class MockTransport: HTTPLoader {
         }
         let sent = try body.get()
         guard let handler else {
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "MockTransport has no route for \(request.method.rawValue) \(request.percentEncodedPath) and no handler left for request #\(seen)")
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "MockTransport has no route for \(request.method.rawValue) \(request.percentEncodedPath) and no handler left for request #\(seen)")
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         if let report = request[option: UploadProgress.self], let sent {

@@ -167,8 +167,9 @@ struct ConnectionOptions: ParsableArguments {
 
         if let baseURL {
             guard let url = URL(string: baseURL), let environment = ServerEnvironment(baseURL: url, headerFields: fields) else {
-                throw CommandFailure("--base-url \"\(Redaction.default.redact(urlString: baseURL))\" is not an absolute http or https URL "
-                    + "(user info goes only over https or to a loopback host)")
+                throw CommandFailure(
+                    "--base-url \"\(Redaction.default.redact(urlString: baseURL))\" is not an absolute http or https URL "
+                        + "(user info goes only over https or to a loopback host)")
             }
             let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
             // User info became the environment's Authorization header: never print it.

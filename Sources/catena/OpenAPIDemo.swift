@@ -23,8 +23,9 @@ struct OpenAPIDemo: AsyncParsableCommand {
         await connection.runDemo { chain, server in
             guard let base = URL(string: server.url), let host = base.host else { throw CommandFailure("no server URL") }
             let authority = base.port.map { "\(host):\($0)" } ?? host
-            let login = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
-                                           password: "cityslicka", loader: chain)
+            let login = OAuth2PasswordFlow(
+                tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
+                password: "cityslicka", loader: chain)
             let cache = HTTPCache()
             let auth = TokenAuth(hosts: [authority], refresh: login.refresh)
             let client = Client(serverURL: base, transport: CatenaClientTransport(Retry() --> auth --> cache --> chain))
@@ -35,16 +36,22 @@ struct OpenAPIDemo: AsyncParsableCommand {
             var steps = StepTable()
             var start = ContinuousClock.now
             let page = try await client.listUsers(query: .init(page: 1, perPage: 3)).ok.body.json
-            steps.add("listUsers(page: 1, perPage: 3)", status: 200, note: page.data.map { "\($0.firstName) \($0.lastName)" }.joined(separator: ", "), time: ContinuousClock.now - start)
+            steps.add(
+                "listUsers(page: 1, perPage: 3)", status: 200, note: page.data.map { "\($0.firstName) \($0.lastName)" }.joined(separator: ", "),
+                time: ContinuousClock.now - start)
 
             let key = UUID().uuidString
             start = ContinuousClock.now
             let flaky = try await client.getFlaky(query: .init(key: key, failures: 2)).ok.body.json
-            steps.add("getFlaky(failures: 2)", status: 200, note: "the server saw \(flaky.call) calls: Retry sent it again twice", time: ContinuousClock.now - start)
+            steps.add(
+                "getFlaky(failures: 2)", status: 200, note: "the server saw \(flaky.call) calls: Retry sent it again twice", time: ContinuousClock.now - start)
 
             start = ContinuousClock.now
             let me = try await client.getMe().ok.body.json
-            steps.add("getMe()", status: 200, note: "\(me.email): TokenAuth logged in \(auth.refreshCount == 1 ? "once" : "\(auth.refreshCount) times"), for the first call", time: ContinuousClock.now - start)
+            steps.add(
+                "getMe()", status: 200,
+                note: "\(me.email): TokenAuth logged in \(auth.refreshCount == 1 ? "once" : "\(auth.refreshCount) times"), for the first call",
+                time: ContinuousClock.now - start)
 
             for round in 1...2 {
                 start = ContinuousClock.now
@@ -53,7 +60,8 @@ struct OpenAPIDemo: AsyncParsableCommand {
             }
             start = ContinuousClock.now
             let stats = try await client.getCacheStats(path: .init(key: key)).ok.body.json
-            steps.add("getCacheStats", status: 200, note: "the server answered \(stats.full) of 2 getCached: HTTPCache the other", time: ContinuousClock.now - start)
+            steps.add(
+                "getCacheStats", status: 200, note: "the server answered \(stats.full) of 2 getCached: HTTPCache the other", time: ContinuousClock.now - start)
 
             start = ContinuousClock.now
             if case .notFound = try await client.getUser(path: .init(id: 99)) {

@@ -57,10 +57,11 @@ struct PhotosDemo: AsyncParsableCommand {
         print("server     \(server.url)\(server.embedded ? " (embedded: \(latencyMs) ms latency, \(Int(failRate * 100)) % failures, seed \(seed))" : "")")
         print()
         let start = ContinuousClock.now
-        let (photos, results) = switch engine {
-        case .async: try await fanOutAsync(chain)
-        case .operations: try await fanOutOperations(chain)
-        }
+        let (photos, results) =
+            switch engine {
+            case .async: try await fanOutAsync(chain)
+            case .operations: try await fanOutOperations(chain)
+            }
         let elapsed = ContinuousClock.now - start
 
         var urls: [String] = []
@@ -157,7 +158,8 @@ final class ProgressBar: Sendable {
         if isTerminal {
             let width = 30
             let filled = Int(progress.fraction * Double(width))
-            let line = "\r  [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(progress.completed)/\(progress.total)  failed \(progress.failed)"
+            let line =
+                "\r  [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(progress.completed)/\(progress.total)  failed \(progress.failed)"
             FileHandle.standardOutput.write(Data(line.utf8))
         } else {
             let tenth = Int(progress.fraction * 10)

@@ -36,17 +36,21 @@ struct StreamDemo: AsyncParsableCommand {
         print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
         print("transport  \(server.transport)")
         print()
-        let request = try APIRequest(.get, path: ["api", "events"], query: [
-            URLQueryItem(name: "count", value: String(count)), URLQueryItem(name: "interval", value: String(interval)),
-            URLQueryItem(name: "drop_after", value: String(dropAfter)), URLQueryItem(name: "retry_ms", value: "200"),
-            URLQueryItem(name: "end", value: "204"),
-        ])
+        let request = try APIRequest(
+            .get, path: ["api", "events"],
+            query: [
+                URLQueryItem(name: "count", value: String(count)), URLQueryItem(name: "interval", value: String(interval)),
+                URLQueryItem(name: "drop_after", value: String(dropAfter)), URLQueryItem(name: "retry_ms", value: "200"),
+                URLQueryItem(name: "end", value: "204"),
+            ])
         let start = ContinuousClock.now
         let reconnections = Locked<[Reconnection]>([])
         let source = EventSource(request, loader: chain) { reconnection in
             reconnections.withLock { $0.append(reconnection) }
             let why = reconnection.reason.map { "\($0.code)" } ?? "stream closed"
-            Terminal.write("\n  ↻ \(why); reconnecting in \(Terminal.milliseconds(reconnection.delay)) with Last-Event-ID \(reconnection.lastEventID.isEmpty ? "(none)" : reconnection.lastEventID)\n  ")
+            Terminal.write(
+                "\n  ↻ \(why); reconnecting in \(Terminal.milliseconds(reconnection.delay)) with Last-Event-ID \(reconnection.lastEventID.isEmpty ? "(none)" : reconnection.lastEventID)\n  "
+            )
         }
         var firstEvent: Duration?
         var tokens = 0

@@ -79,18 +79,20 @@ struct UsersDemo: AsyncParsableCommand {
         let loader = ContentLoader(client: client, pages: { ListUsersEndpoint(page: $0, perPage: perPage) })
         let start = ContinuousClock.now
         let token = loader.observe { state in
-            let detail: String = switch state {
-            case .initial: ""
-            case .loading(let cache): cache.map { "showing \($0.items.count) users" } ?? ""
-            case .success(let pages): "page \(pages.loadedPages) of \(pages.pageCount), \(pages.items.count) users"
-            case .failure(let error, _): "\(error)"
-            }
-            let name = switch state {
-            case .initial: "initial"
-            case .loading: "loading"
-            case .success: "success"
-            case .failure: "failure"
-            }
+            let detail: String =
+                switch state {
+                case .initial: ""
+                case .loading(let cache): cache.map { "showing \($0.items.count) users" } ?? ""
+                case .success(let pages): "page \(pages.loadedPages) of \(pages.pageCount), \(pages.items.count) users"
+                case .failure(let error, _): "\(error)"
+                }
+            let name =
+                switch state {
+                case .initial: "initial"
+                case .loading: "loading"
+                case .success: "success"
+                case .failure: "failure"
+                }
             print("  \(Terminal.milliseconds(ContinuousClock.now - start).leftPadding(9))  \(name.padding(8))  \(detail)")
         }
         defer { token.cancel() }
@@ -104,7 +106,9 @@ struct UsersDemo: AsyncParsableCommand {
         let responses = stats.misses + stats.fromCache
         print()
         print("users      \(loader.state.content?.items.count ?? 0) shown after the refresh (page 1)")
-        print("responses  \(responses): \(stats.misses) from the server, \(stats.fromCache) from the cache (\(stats.revalidated) revalidated with 304, \(stats.hits) fresh)")
+        print(
+            "responses  \(responses): \(stats.misses) from the server, \(stats.fromCache) from the cache (\(stats.revalidated) revalidated with 304, \(stats.hits) fresh)"
+        )
         print("total      \(Terminal.milliseconds(ContinuousClock.now - start))")
     }
 
@@ -124,17 +128,20 @@ struct UsersDemo: AsyncParsableCommand {
         print()
         let total = ContinuousClock.now
         var steps = StepTable()
-        let (list, user) = switch engine {
-        case .async: try await asyncChain(chain, steps: &steps)
-        case .operations: try await operationsChain(chain, steps: &steps)
-        }
+        let (list, user) =
+            switch engine {
+            case .async: try await asyncChain(chain, steps: &steps)
+            case .operations: try await operationsChain(chain, steps: &steps)
+            }
         let id = user.id
 
         let client = Client(chain)
         var writes: [String] = []
         if create {
             let created = try await client.sendWithMetadata(CreateUserEndpoint(UserFields(name: "morpheus", job: "leader")))
-            writes.append("created    \(created.status.code): id \(created.content.id), \(created.content.name ?? "") (\(created.content.job ?? "")) at \(created.content.createdAt)")
+            writes.append(
+                "created    \(created.status.code): id \(created.content.id), \(created.content.name ?? "") (\(created.content.job ?? "")) at \(created.content.createdAt)"
+            )
         }
         if update {
             let updated = try await client.sendWithMetadata(UpdateUserEndpoint(id: id, fields: UserFields(job: "zion resident")))
@@ -229,10 +236,11 @@ final class FetchOperation<Input: Sendable, E: Endpoint>: TaskOperation<Input, F
 final class DecodeOperation<E: Endpoint>: ConsumingOperation<Fetched<E>, E.Content>, @unchecked Sendable {
     // @unchecked Sendable: no state of its own.
     override func execute(input: Fetched<E>) {
-        finish(with: Result {
-            try input.endpoint.validate(input.response)
-            return try input.endpoint.content(from: input.response, context: EndpointContext())
-        })
+        finish(
+            with: Result {
+                try input.endpoint.validate(input.response)
+                return try input.endpoint.content(from: input.response, context: EndpointContext())
+            })
     }
 }
 
@@ -256,7 +264,9 @@ struct StepTable {
     /// A call: "GET /api/users?page=1  200  1234 bytes".
     mutating func add<E>(_ fetched: Fetched<E>, time: Duration) {
         let request = fetched.response.request
-        add("\(request.method.rawValue) \(request.pathAndQuery)", status: fetched.response.status.code, note: "\(fetched.response.body.count) bytes", time: time)
+        add(
+            "\(request.method.rawValue) \(request.pathAndQuery)", status: fetched.response.status.code, note: "\(fetched.response.body.count) bytes", time: time
+        )
     }
 
     mutating func add(_ step: String, status: Int? = nil, note: String = "", time: Duration) {
@@ -282,7 +292,7 @@ enum Terminal {
     /// Writes `text` to standard output at once, without a line end.
     static func write(_ text: String) {
         print(text, terminator: "")
-        fflush(nil)   // every stream: naming `stdout` is not concurrency-safe in Swift 6
+        fflush(nil)  // every stream: naming `stdout` is not concurrency-safe in Swift 6
     }
 
     /// Prints "error: …" on one line to standard error and exits with status 1.

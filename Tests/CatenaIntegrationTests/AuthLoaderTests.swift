@@ -12,22 +12,28 @@ struct AuthTests {
 
     func oauth() async throws -> OAuth2PasswordFlow {
         let base = try await TestServer.running().baseURL
-        return OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-                                  loader: AsyncHTTPClientTransport.forTests())
+        return OAuth2PasswordFlow(
+            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
+            loader: AsyncHTTPClientTransport.forTests())
     }
 
     func expire(_ token: String) async throws {
         let base = try await TestServer.running().baseURL
-        _ = try await AsyncHTTPClientTransport.forTests().load(APIRequest(.post, url: base.appending(path: "oauth/expire"), body: .form([(name: "token", value: token)])))
+        _ = try await AsyncHTTPClientTransport.forTests().load(
+            APIRequest(.post, url: base.appending(path: "oauth/expire"), body: .form([(name: "token", value: token)])))
     }
 
     @Test("basic auth reaches the configured host, and only that host")
     func basicAuth() async throws {
         let server = try await TestServer.running()
-        let chain = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains")) --> AsyncHTTPClientTransport.forTests()
+        let chain =
+            BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains"))
+            --> AsyncHTTPClientTransport.forTests()
         #expect(try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .ok)
 
-        let wrong = BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope")) --> AsyncHTTPClientTransport.forTests()
+        let wrong =
+            BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope"))
+            --> AsyncHTTPClientTransport.forTests()
         #expect(try await wrong.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .unauthorized)
 
         var perRequest = try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])
@@ -132,7 +138,9 @@ struct AuthTests {
     @Test("the token never reaches another host, also after a redirect", arguments: TransportKind.allCases)
     func tokenStaysHome(kind: TransportKind) async throws {
         let server = try await TestServer.running()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "t0ken-for-127")) { _ in BearerToken(accessToken: "t0ken-for-127") }
+        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "t0ken-for-127")) { _ in
+            BearerToken(accessToken: "t0ken-for-127")
+        }
         let chain = auth --> kind.make()
 
         let home = try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "echo"])).decode(Echo.self)
@@ -141,9 +149,12 @@ struct AuthTests {
         let direct = try await chain.load(try APIRequest(.get, urlString: "http://localhost:\(server.port)/api/echo")).decode(Echo.self)
         #expect(direct.header("authorization") == nil)
 
-        let redirected = try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "redirect-host"], query: [
-            URLQueryItem(name: "host", value: "localhost"), URLQueryItem(name: "to", value: "/api/echo"),
-        ]))
+        let redirected = try await chain.load(
+            try APIRequest(
+                .get, baseURL: server.baseURL, path: ["api", "redirect-host"],
+                query: [
+                    URLQueryItem(name: "host", value: "localhost"), URLQueryItem(name: "to", value: "/api/echo"),
+                ]))
         #expect(redirected.status == .ok)
         #expect(try redirected.decode(Echo.self).header("authorization") == nil)
     }

@@ -30,16 +30,19 @@ struct CurlTests {
         }
     }
 
-    @Test("curl sends what Catena sends: method, path and query, headers, JSON, text and binary bodies", arguments: [
-        // Sorted keys: a dictionary's order changes from one encoding to the next.
-        APIRequest.Body.json(["name": "O'Brien", "note": "$(id) `x`"], encoder: CurlTests.sortedEncoder),
-        .text("line one\nline 'two'"),
-        .data(Data((0..<300).map { UInt8($0 % 256) })),
-    ])
+    @Test(
+        "curl sends what Catena sends: method, path and query, headers, JSON, text and binary bodies",
+        arguments: [
+            // Sorted keys: a dictionary's order changes from one encoding to the next.
+            APIRequest.Body.json(["name": "O'Brien", "note": "$(id) `x`"], encoder: CurlTests.sortedEncoder),
+            .text("line one\nline 'two'"),
+            .data(Data((0..<300).map { UInt8($0 % 256) })),
+        ])
     func reproduces(body: APIRequest.Body) async throws {
         let base = try await TestServer.running().baseURL
-        var request = try APIRequest(.post, baseURL: base, path: ["api", "echo"],
-                                     query: [URLQueryItem(name: "q", value: "it's & more")], body: body)
+        var request = try APIRequest(
+            .post, baseURL: base, path: ["api", "echo"],
+            query: [URLQueryItem(name: "q", value: "it's & more")], body: body)
         request.headerFields[HTTPField.Name("X-Trace")!] = "a'b \"c\""
         let catena = try JSONDecoder().decode(Echo.self, from: try await TransportKind.asyncHTTPClient.make().load(request).body)
         let (status, output) = try await shell(request.curlDescription(redacting: nil) + " --silent --show-error --max-time 20")

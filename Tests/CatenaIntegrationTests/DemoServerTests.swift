@@ -110,14 +110,18 @@ struct DemoServerTests {
 
     @Test("login gives a token for a known user, with a JSON or a form body")
     func login() async throws {
-        let json = try await chain.load(try APIRequest(.post, path: ["api", "login"],
-                                                       body: .json(["email": "eve.holt@reqres.in", "password": "cityslicka"])))
+        let json = try await chain.load(
+            try APIRequest(
+                .post, path: ["api", "login"],
+                body: .json(["email": "eve.holt@reqres.in", "password": "cityslicka"])))
         #expect(json.status == .ok)
         let token = try #require(try object(json)["token"])
         #expect(!token.isEmpty)
 
-        let form = try await chain.load(try APIRequest(.post, path: ["api", "login"],
-                                                       body: .form([(name: "email", value: "eve.holt@reqres.in"), (name: "password", value: "x")])))
+        let form = try await chain.load(
+            try APIRequest(
+                .post, path: ["api", "login"],
+                body: .form([(name: "email", value: "eve.holt@reqres.in"), (name: "password", value: "x")])))
         #expect(try object(form)["token"] == token)
     }
 
@@ -130,15 +134,19 @@ struct DemoServerTests {
 
     @Test("register gives an id and a token to a defined user only")
     func register() async throws {
-        let response = try await chain.load(try APIRequest(.post, path: ["api", "register"],
-                                                           body: .json(["email": "eve.holt@reqres.in", "password": "pistol"])))
+        let response = try await chain.load(
+            try APIRequest(
+                .post, path: ["api", "register"],
+                body: .json(["email": "eve.holt@reqres.in", "password": "pistol"])))
         #expect(response.status == .ok)
         let registered = try object(response)
         #expect(registered["id"] == "4")
         #expect(registered["token"] != nil)
 
-        let stranger = try await chain.load(try APIRequest(.post, path: ["api", "register"],
-                                                           body: .json(["email": "nobody@example.com", "password": "x"])))
+        let stranger = try await chain.load(
+            try APIRequest(
+                .post, path: ["api", "register"],
+                body: .json(["email": "nobody@example.com", "password": "x"])))
         #expect(stranger.status == .badRequest)
     }
 

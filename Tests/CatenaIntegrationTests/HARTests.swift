@@ -17,8 +17,12 @@ struct HARTests {
         get.headerFields[HTTPField.Name("X-Api-Key")!] = "k3y-header"
         get.headerFields[.authorization] = "Bearer t0ken-bearer"
         #expect(try await chain.load(get).status == .ok)
-        #expect(try await chain.load(try APIRequest(.post, path: ["api", "users"], body: .json(Signup(name: "neo", password: "hunter2-json")))).status == .created)
-        #expect(try await chain.load(try APIRequest(.post, path: ["api", "echo"], body: .form([(name: "username", value: "eve"), (name: "password", value: "hunter2-form")]))).status == .ok)
+        #expect(
+            try await chain.load(try APIRequest(.post, path: ["api", "users"], body: .json(Signup(name: "neo", password: "hunter2-json")))).status == .created)
+        #expect(
+            try await chain.load(
+                try APIRequest(.post, path: ["api", "echo"], body: .form([(name: "username", value: "eve"), (name: "password", value: "hunter2-form")]))
+            ).status == .ok)
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "users", "99"])).status == .notFound)
         let refused = APIRequest(.get, url: URL(string: "http://127.0.0.1:\(closedPort)/gone")!)
         await #expect(throws: CatenaError.self) { try await chain.load(refused) }
@@ -49,10 +53,15 @@ struct HARTests {
             let request = try #require(entry["request"] as? [String: Any])
             #expect(Set(request.keys).isSuperset(of: ["method", "url", "httpVersion", "cookies", "headers", "queryString", "headersSize", "bodySize"]))
             let response = try #require(entry["response"] as? [String: Any])
-            #expect(Set(response.keys).isSuperset(of: ["status", "statusText", "httpVersion", "cookies", "headers", "content", "redirectURL", "headersSize", "bodySize"]))
+            #expect(
+                Set(response.keys).isSuperset(of: [
+                    "status", "statusText", "httpVersion", "cookies", "headers", "content", "redirectURL", "headersSize", "bodySize",
+                ]))
             let timings = try #require(entry["timings"] as? [String: Any])
             #expect(Set(timings.keys).isSuperset(of: ["send", "wait", "receive"]))
-            #expect(ISO8601DateFormatter().date(from: (entry["startedDateTime"] as? String ?? "").replacingOccurrences(of: #"\.\d+"#, with: "", options: .regularExpression)) != nil)
+            #expect(
+                ISO8601DateFormatter().date(
+                    from: (entry["startedDateTime"] as? String ?? "").replacingOccurrences(of: #"\.\d+"#, with: "", options: .regularExpression)) != nil)
         }
         let har = recorder.har
         #expect(har.log.entries[0].request.url.hasSuffix("/api/users/2?api_key=<redacted>"))
@@ -131,4 +140,3 @@ struct HARTests {
         #expect(error?.description.contains("is not a HAR 1.2 file") == true)
     }
 }
-

@@ -16,7 +16,8 @@ func cacheStats(_ key: String) async throws -> CacheStats {
 
 /// `/api/cache/{key}` with the given directives.
 func cacheRequest(_ key: String, _ query: [String: String] = [:], headers: HTTPFields = [:]) throws -> APIRequest {
-    var request = try APIRequest(.get, path: ["api", "cache", key], query: query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) })
+    var request = try APIRequest(
+        .get, path: ["api", "cache", key], query: query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) })
     for field in headers { request.headerFields.append(field) }
     return request
 }
@@ -49,7 +50,7 @@ struct HTTPCacheTests {
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 0))
         #expect(cache.statistics.hits == 1)
 
-        clock.advance(31)   // stale now, and no validator: fetched anew
+        clock.advance(31)  // stale now, and no validator: fetched anew
         _ = try await loader.load(request)
         #expect(try await cacheStats(key) == CacheStats(full: 2, notModified: 0))
     }
@@ -80,7 +81,7 @@ struct HTTPCacheTests {
         #expect(second.status == .ok && second.body == first.body, "the 304 turned into the cached response")
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
         #expect(cache.statistics.revalidated == 1)
-        clock.advance(5)   // the 304 made it fresh again
+        clock.advance(5)  // the 304 made it fresh again
         _ = try await loader.load(request)
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
     }

@@ -15,7 +15,9 @@ struct IdentityTests {
     func cacheAboveAuth(kind: TransportKind) async throws {
         let key = "identity-above-\(kind)-\(UUID().uuidString)"
         let cache = HTTPCache()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> cache --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
+        let chain =
+            ApplyEnvironment(try await TestServer.environment()) --> cache
+            --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
             --> kind.make()
         for who in [Self.alice, Self.bob] {
             var request = try cacheRequest(key, ["max_age": "3600"])
@@ -30,7 +32,8 @@ struct IdentityTests {
     func cacheBelowAuth(kind: TransportKind) async throws {
         let key = "identity-below-\(kind)-\(UUID().uuidString)"
         let cache = HTTPCache()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
+        let chain =
+            ApplyEnvironment(try await TestServer.environment()) --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
             --> cache --> kind.make()
         for who in [Self.alice, Self.bob, Self.alice, Self.bob] {
             var request = try cacheRequest(key, ["max_age": "3600", "public": "1"])
@@ -74,7 +77,8 @@ struct IdentityTests {
 
     @Test("concurrent calls with different credentials are not merged", arguments: TransportKind.allCases)
     func dedupeKeepsIdentities(kind: TransportKind) async throws {
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> Deduplicate()
+        let chain =
+            ApplyEnvironment(try await TestServer.environment()) --> Deduplicate()
             --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] } --> kind.make()
         let right = BasicCredentials(user: "catena", password: "chains")
         let wrong = BasicCredentials(user: "catena", password: "wrong")

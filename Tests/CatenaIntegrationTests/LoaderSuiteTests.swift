@@ -194,10 +194,17 @@ struct CompositeTests {
     func routing() async throws {
         let server = try await TestServer.running()
         let basic = MockTransport(), token = MockTransport(), fallback = MockTransport()
-        let composite = Composite([
-            .init(name: "basic", loader: BasicAuth(hosts: [try await TestServer.authority()], credentials: .init(user: "catena", password: "chains")) --> basic) { $0.percentEncodedPath.hasPrefix("/api/basic") },
-            .init(name: "token", loader: TokenAuth(hosts: [try await TestServer.authority()], token: .init(accessToken: "tok")) { _ in .init(accessToken: "tok") } --> token) { $0.percentEncodedPath.hasPrefix("/api/protected") },
-        ], fallback: fallback)
+        let composite = Composite(
+            [
+                .init(
+                    name: "basic",
+                    loader: BasicAuth(hosts: [try await TestServer.authority()], credentials: .init(user: "catena", password: "chains")) --> basic
+                ) { $0.percentEncodedPath.hasPrefix("/api/basic") },
+                .init(
+                    name: "token",
+                    loader: TokenAuth(hosts: [try await TestServer.authority()], token: .init(accessToken: "tok")) { _ in .init(accessToken: "tok") } --> token
+                ) { $0.percentEncodedPath.hasPrefix("/api/protected") },
+            ], fallback: fallback)
         for mock in [basic, token, fallback] { mock.respond(); mock.respond() }
 
         _ = try await composite.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"]))
@@ -277,7 +284,8 @@ struct CombinedLoaderTests {
         let env = try await TestServer.environment()
         let clock = VirtualClock()
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth().refresh)
-        let chain = ResetGuard() --> ApplyEnvironment(env) --> Deduplicate() --> Throttle(maxInFlight: 4)
+        let chain =
+            ResetGuard() --> ApplyEnvironment(env) --> Deduplicate() --> Throttle(maxInFlight: 4)
             --> Retry(RetryStrategy(jitter: false), clock: clock) --> Validate() --> auth --> AsyncHTTPClientTransport.forTests()
 
         let completions = Tally()
@@ -287,7 +295,9 @@ struct CombinedLoaderTests {
             var request: APIRequest
             switch index % 5 {
             case 0: request = try APIRequest(.get, path: ["api", "users", String(index % 12 + 1)])
-            case 1: request = try APIRequest(.get, path: ["api", "flaky"], query: [URLQueryItem(name: "key", value: uniqueKey()), URLQueryItem(name: "failures", value: "1")])
+            case 1:
+                request = try APIRequest(
+                    .get, path: ["api", "flaky"], query: [URLQueryItem(name: "key", value: uniqueKey()), URLQueryItem(name: "failures", value: "1")])
             case 2: request = try APIRequest(.get, path: ["api", "users", "99"])
             case 3: request = try APIRequest(.get, path: ["api", "protected", "me"])
             default: request = try APIRequest(.get, path: ["api", "users", "1"], query: [URLQueryItem(name: "delay", value: "5")])

@@ -11,9 +11,10 @@ import Tracing
 /// An in-memory tracer that propagates W3C `traceparent`, as swift-otel does: its IDs
 /// are hex of the right lengths, and `inject` writes `00-<trace>-<span>-01`.
 struct TraceparentTracer: Tracer {
-    let base = InMemoryTracer(idGenerator: .init(
-        nextTraceID: { String(UInt64.random(in: 1...(.max)), radix: 16).leftPadded(16) + String(UInt64.random(in: 0...(.max)), radix: 16).leftPadded(16) },
-        nextSpanID: { String(UInt64.random(in: 1...(.max)), radix: 16).leftPadded(16) }))
+    let base = InMemoryTracer(
+        idGenerator: .init(
+            nextTraceID: { String(UInt64.random(in: 1...(.max)), radix: 16).leftPadded(16) + String(UInt64.random(in: 0...(.max)), radix: 16).leftPadded(16) },
+            nextSpanID: { String(UInt64.random(in: 1...(.max)), radix: 16).leftPadded(16) }))
 
     func startSpan<Instant: TracerInstant>(
         _ operationName: String, context: @autoclosure () -> InstrumentationContext, ofKind kind: SpanKind,
@@ -72,9 +73,13 @@ struct TracingTests {
     func spanAndPropagation(kind: TransportKind) async throws {
         let tracer = InMemoryTracer()
         let chain = TracingMiddleware(tracer: tracer) --> (try await kind.chain())
-        let echo = try await chain.load(try APIRequest(.get, path: ["api", "echo"], query: [
-            URLQueryItem(name: "api_key", value: "s3cret"), URLQueryItem(name: "page", value: "2"),
-        ])).decode(Echo.self)
+        let echo = try await chain.load(
+            try APIRequest(
+                .get, path: ["api", "echo"],
+                query: [
+                    URLQueryItem(name: "api_key", value: "s3cret"), URLQueryItem(name: "page", value: "2"),
+                ])
+        ).decode(Echo.self)
 
         let span = try #require(tracer.finishedSpans.only)
         #expect(span.operationName == "GET")
@@ -122,18 +127,24 @@ struct TracingTests {
     func retries(kind: TransportKind) async throws {
         let tracer = InMemoryTracer()
         let clock = VirtualClock()
-        let chain = TracingMiddleware(tracer: tracer) --> ApplyEnvironment(try await TestServer.environment())
+        let chain =
+            TracingMiddleware(tracer: tracer) --> ApplyEnvironment(try await TestServer.environment())
             --> Retry(RetryStrategy(jitter: false), clock: clock) --> kind.make()
-        let response = try await chain.load(try APIRequest(.get, path: ["api", "flaky"], query: [
-            URLQueryItem(name: "key", value: uniqueKey()), URLQueryItem(name: "failures", value: "2"),
-        ]))
+        let response = try await chain.load(
+            try APIRequest(
+                .get, path: ["api", "flaky"],
+                query: [
+                    URLQueryItem(name: "key", value: uniqueKey()), URLQueryItem(name: "failures", value: "2"),
+                ]))
         #expect(response.status == .ok)
         let span = try #require(tracer.finishedSpans.only)
         #expect(span.int("http.request.resend_count") == 2)
         let retries = span.events.filter { $0.name == "http.retry" }
         #expect(retries.map { $0.int("http.request.resend_count") } == [1, 2])
         #expect(retries.map { $0.string("catena.retry.reason") } == ["503", "503"])
-        #expect(retries.map { $0.int("catena.retry.delay_ms") } == clock.waits.map { Int64($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) })
+        #expect(
+            retries.map { $0.int("catena.retry.delay_ms") }
+                == clock.waits.map { Int64($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) })
         #expect(span.status == nil, "the call succeeded in the end")
     }
 
@@ -141,8 +152,9 @@ struct TracingTests {
     func tokenRefresh(kind: TransportKind) async throws {
         let tracer = InMemoryTracer()
         let base = try await TestServer.running().baseURL
-        let flow = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-                                      loader: kind.make())
+        let flow = OAuth2PasswordFlow(
+            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
+            loader: kind.make())
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: flow.refresh)
         let chain = TracingMiddleware(tracer: tracer) --> ApplyEnvironment(try await TestServer.environment()) --> auth --> kind.make()
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
@@ -219,13 +231,20 @@ struct MetricsTests {
         let metrics = TestMetrics()
         let clock = VirtualClock()
         let env = try await TestServer.environment()
-        let chain = MetricsMiddleware(factory: metrics) --> ApplyEnvironment(env) --> HTTPCache()
+        let chain =
+            MetricsMiddleware(factory: metrics) --> ApplyEnvironment(env) --> HTTPCache()
             --> Retry(RetryStrategy(jitter: false), clock: clock) --> kind.make(timeout: .seconds(5))
         let key = uniqueKey()
-        #expect(try await chain.load(try APIRequest(.get, path: ["api", "flaky"], query: [
-            URLQueryItem(name: "key", value: key), URLQueryItem(name: "failures", value: "2"),
-        ])).status == .ok)
-        let cached = try APIRequest(.get, path: ["api", "cache", key], query: [URLQueryItem(name: "max_age", value: "60"), URLQueryItem(name: "size", value: "1000")])
+        #expect(
+            try await chain.load(
+                try APIRequest(
+                    .get, path: ["api", "flaky"],
+                    query: [
+                        URLQueryItem(name: "key", value: key), URLQueryItem(name: "failures", value: "2"),
+                    ])
+            ).status == .ok)
+        let cached = try APIRequest(
+            .get, path: ["api", "cache", key], query: [URLQueryItem(name: "max_age", value: "60"), URLQueryItem(name: "size", value: "1000")])
         _ = try await chain.load(cached)
         _ = try await chain.load(cached)
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "status", "404"])).status == .notFound)
@@ -234,12 +253,19 @@ struct MetricsTests {
         await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, urlString: "http://127.0.0.1:\(port)/")) }
 
         let duration = "http.client.request.duration"
-        let get2xx = try metrics.expectTimer(duration, [("http.request.method", "GET"), ("http.response.status_class", "2xx"), ("server.address", "127.0.0.1")])
+        let get2xx = try metrics.expectTimer(
+            duration, [("http.request.method", "GET"), ("http.response.status_class", "2xx"), ("server.address", "127.0.0.1")])
         #expect(get2xx.values.count == 3, "the flaky call once (its attempts are one call) and the cached one twice")
         #expect(get2xx.values.allSatisfy { $0 >= 0 })
-        #expect(try metrics.expectTimer(duration, [("http.request.method", "GET"), ("http.response.status_class", "4xx"), ("server.address", "127.0.0.1")]).values.count == 1)
-        #expect(try metrics.expectTimer(duration, [("http.request.method", "POST"), ("http.response.status_class", "2xx"), ("server.address", "127.0.0.1")]).values.count == 1)
-        #expect(try metrics.expectTimer(duration, [("http.request.method", "GET"), ("http.response.status_class", "failed"), ("server.address", "127.0.0.1")]).values.count == 1)
+        #expect(
+            try metrics.expectTimer(duration, [("http.request.method", "GET"), ("http.response.status_class", "4xx"), ("server.address", "127.0.0.1")]).values
+                .count == 1)
+        #expect(
+            try metrics.expectTimer(duration, [("http.request.method", "POST"), ("http.response.status_class", "2xx"), ("server.address", "127.0.0.1")]).values
+                .count == 1)
+        #expect(
+            try metrics.expectTimer(duration, [("http.request.method", "GET"), ("http.response.status_class", "failed"), ("server.address", "127.0.0.1")])
+                .values.count == 1)
         #expect(try metrics.expectCounter("catena.http.client.failures", [("error.type", "cannot_connect")]).totalValue == 1)
         #expect(try metrics.expectCounter("catena.http.client.retries").totalValue == 4, "two for the flaky call, two for the refused connection")
         #expect(try metrics.expectCounter("catena.http.client.cache", [("outcome", "miss")]).totalValue == 4, "flaky, the first cached call, 404, refused")
@@ -255,10 +281,12 @@ struct MetricsTests {
     func refreshes() async throws {
         let metrics = TestMetrics()
         let base = try await TestServer.running().baseURL
-        let flow = OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-                                      loader: AsyncHTTPClientTransport.forTests())
+        let flow = OAuth2PasswordFlow(
+            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
+            loader: AsyncHTTPClientTransport.forTests())
         let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: flow.refresh)
-        let chain = MetricsMiddleware(factory: metrics) --> ApplyEnvironment(try await TestServer.environment()) --> auth --> AsyncHTTPClientTransport.forTests()
+        let chain =
+            MetricsMiddleware(factory: metrics) --> ApplyEnvironment(try await TestServer.environment()) --> auth --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
             for _ in 0..<20 { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
             for try await status in group { #expect(status == .ok) }

@@ -18,11 +18,14 @@ struct OpenAPITests {
 
     func oauth(_ kind: TransportKind) async throws -> OAuth2PasswordFlow {
         let base = try await TestServer.running().baseURL
-        return OAuth2PasswordFlow(tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-                                  loader: kind.make())
+        return OAuth2PasswordFlow(
+            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
+            loader: kind.make())
     }
 
-    @Test("a generated client through Retry --> TokenAuth --> HTTPCache: the server counts the retries, the refresh and the cache's work", arguments: TransportKind.allCases)
+    @Test(
+        "a generated client through Retry --> TokenAuth --> HTTPCache: the server counts the retries, the refresh and the cache's work",
+        arguments: TransportKind.allCases)
     func generatedClientThroughChain(kind: TransportKind) async throws {
         let server = try await TestServer.running()
         let clock = VirtualClock()
@@ -42,8 +45,10 @@ struct OpenAPITests {
         #expect(try await client.getMe().ok.body.json.email == "eve.holt@reqres.in")
         let token = try #require(auth.currentToken)
         let base = server.baseURL
-        _ = try await AsyncHTTPClientTransport.forTests().load(APIRequest(.post, url: base.appending(path: "oauth/expire"),
-                                                                          body: .form([(name: "token", value: token.accessToken)])))
+        _ = try await AsyncHTTPClientTransport.forTests().load(
+            APIRequest(
+                .post, url: base.appending(path: "oauth/expire"),
+                body: .form([(name: "token", value: token.accessToken)])))
         #expect(try await client.getMe().ok.body.json.email == "eve.holt@reqres.in")
         let after = try await grants()
         #expect(after.password - before.password >= 1)
@@ -99,20 +104,26 @@ struct OpenAPITests {
         #expect(seen.withLock { $0 } == ["stream listUsers", "load getUser"])
     }
 
-    @Test("a ClientMiddleware runs in a Catena chain: it changes the request and the response, and the body it passes on can be sent again", arguments: TransportKind.allCases)
+    @Test(
+        "a ClientMiddleware runs in a Catena chain: it changes the request and the response, and the body it passes on can be sent again",
+        arguments: TransportKind.allCases)
     func clientMiddlewareInChain(kind: TransportKind) async throws {
         let operations = Locked<[String]>([])
         let clock = VirtualClock()
-        let chain = ApplyEnvironment(try await TestServer.environment())
+        let chain =
+            ApplyEnvironment(try await TestServer.environment())
             --> Retry(RetryStrategy(jitter: false), clock: clock)
             --> OpenAPIMiddleware(HeaderStamp(operations: operations))
             --> kind.make()
         let echo = try await chain.load(try APIRequest(.post, path: ["api", "echo"], body: .text("hello"))).decode(Echo.self)
         #expect(echo.header("x-stamped") == "yes")
         #expect(echo.body == "hello")
-        let response = try await chain.load(try APIRequest(.put, path: ["api", "flaky"], query: [
-            URLQueryItem(name: "key", value: uniqueKey()), URLQueryItem(name: "failures", value: "1"),
-        ], body: .text("again")))
+        let response = try await chain.load(
+            try APIRequest(
+                .put, path: ["api", "flaky"],
+                query: [
+                    URLQueryItem(name: "key", value: uniqueKey()), URLQueryItem(name: "failures", value: "1"),
+                ], body: .text("again")))
         #expect(response.status == .ok)
         #expect(response.headerFields[HTTPField.Name("X-Seen-By")!] == "HeaderStamp", "the middleware's change to the response")
         #expect(operations.withLock { $0 }.count == 3, "one call, then one for each attempt")
@@ -152,8 +163,10 @@ private struct OperationRecorder: HTTPMiddleware {
 /// Adds a request header and a response header; passes the body on unchanged.
 private struct HeaderStamp: ClientMiddleware {
     let operations: Locked<[String]>
-    func intercept(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
-                   next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)) async throws -> (HTTPResponse, HTTPBody?) {
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
         operations.withLock { $0.append(operationID) }
         var request = request
         request.headerFields[HTTPField.Name("X-Stamped")!] = "yes"
@@ -165,8 +178,10 @@ private struct HeaderStamp: ClientMiddleware {
 
 /// Replaces the body with its upper-cased text.
 private struct Uppercase: ClientMiddleware {
-    func intercept(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
-                   next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)) async throws -> (HTTPResponse, HTTPBody?) {
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
         guard let body else { return try await next(request, nil, baseURL) }
         let text = try await String(collecting: body, upTo: 1 << 16)
         return try await next(request, HTTPBody(text.uppercased()), baseURL)
@@ -175,8 +190,10 @@ private struct Uppercase: ClientMiddleware {
 
 private struct Refusing: ClientMiddleware {
     struct Refused: Error {}
-    func intercept(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
-                   next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)) async throws -> (HTTPResponse, HTTPBody?) {
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
         throw Refused()
     }
 }

@@ -21,7 +21,10 @@ struct OperationsIntegrationTests {
         let client = try await demoClient(kind)
         let decodeRan = Tally()
         let chain = EndpointOperation(client: client, endpoint: UserEndpoint(id: 999))
-            .passesResult(to: TransformOperation { (user: User) in decodeRan.add("decode"); return user.email })
+            .passesResult(
+                to: TransformOperation { (user: User) in
+                    decodeRan.add("decode"); return user.email
+                })
         let error = await #expect(throws: CatenaError.self) { try await chain.value(on: OperationQueue()) }
         #expect(error?.code == .unacceptableStatus)
         #expect(error?.response?.status.code == 404)

@@ -14,8 +14,10 @@ struct FileDownload: DownloadEndpoint {
     var extra: [URLQueryItem] = []
 
     func makeRequest() throws -> APIRequest {
-        var query = [URLQueryItem(name: "size", value: String(size)), URLQueryItem(name: "cut_after", value: String(cutAfter)),
-                     URLQueryItem(name: "key", value: key)]
+        var query = [
+            URLQueryItem(name: "size", value: String(size)), URLQueryItem(name: "cut_after", value: String(cutAfter)),
+            URLQueryItem(name: "key", value: key),
+        ]
         if let cutTimes { query.append(URLQueryItem(name: "cut_times", value: String(cutTimes))) }
         return try .get("api", "file", query: query + extra)
     }
@@ -62,17 +64,21 @@ struct ResumableDownloadTests {
     }
 
     func progress(of transfer: Transfer<URL>) -> Task<[TransferProgress], Never> {
-        Task { var seen: [TransferProgress] = []; for await update in transfer.progress { seen.append(update) }; return seen }
+        Task {
+            var seen: [TransferProgress] = []; for await update in transfer.progress { seen.append(update) }; return seen
+        }
     }
 
-    @Test("a download cut twice continues with Range and If-Range from the bytes on disk; progress counts on from there",
-          arguments: TransportKind.allCases)
+    @Test(
+        "a download cut twice continues with Range and If-Range from the bytes on disk; progress counts on from there",
+        arguments: TransportKind.allCases)
     func resumesWithinACall(kind: TransportKind) async throws {
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
         let recorder = Recorder(next: try await kind.chain())
-        let transfer = Client(recorder).resumableDownload(FileDownload(destination: file, cutAfter: 400_000),
-                                                          policy: ResumePolicy(delay: .milliseconds(10)))
+        let transfer = Client(recorder).resumableDownload(
+            FileDownload(destination: file, cutAfter: 400_000),
+            policy: ResumePolicy(delay: .milliseconds(10)))
         let updates = progress(of: transfer)
         #expect(try await transfer.value() == file)
         #expect(try Data(contentsOf: file) == Self.expected(1 << 20))
@@ -81,14 +87,16 @@ struct ResumableDownloadTests {
         // Cut after 400,000 bytes of each response: two resumptions, or three when the
         // dying server dropped writes it had not flushed (under load it does), so the
         // bytes on disk fall short of where it meant to cut.
-        #expect((3...4).contains(sent.count) && sent.first?.status == 200 && sent.dropFirst().allSatisfy { $0.status == 206 },
-                "\(sent.map(\.status))")
+        #expect(
+            (3...4).contains(sent.count) && sent.first?.status == 200 && sent.dropFirst().allSatisfy { $0.status == 206 },
+            "\(sent.map(\.status))")
         #expect(sent.dropFirst().allSatisfy { $0.ifRange == "\"file-1048576-v1\"" })
         // Each range starts where the bytes on disk ended, never past where the server cut.
         let offsets = sent.compactMap { $0.range.flatMap { Self.rangeStart($0) } }
         let bounds = [0] + offsets
-        #expect(offsets.count == sent.count - 1 && zip(bounds, bounds.dropFirst()).allSatisfy { $0 < $1 && $1 <= $0 + 400_000 },
-                "\(sent.map(\.range))")
+        #expect(
+            offsets.count == sent.count - 1 && zip(bounds, bounds.dropFirst()).allSatisfy { $0 < $1 && $1 <= $0 + 400_000 },
+            "\(sent.map(\.range))")
         let seen = await updates.value
         #expect(seen.last == TransferProgress(completed: 1 << 20, total: 1 << 20))
         for offset in offsets {
@@ -152,15 +160,17 @@ struct ResumableDownloadTests {
         #expect(second.seen.withLock { $0.first?.ifRange } == "\"file-1048576-v1\"")
     }
 
-    @Test("a range of another version (a proxy that ignores If-Range) is never spliced on: the download starts over",
-          arguments: TransportKind.allCases)
+    @Test(
+        "a range of another version (a proxy that ignores If-Range) is never spliced on: the download starts over",
+        arguments: TransportKind.allCases)
     func rangeOfAnotherVersion(kind: TransportKind) async throws {
         let chain = try await kind.chain()
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
         let key = uniqueKey()
-        let endpoint = FileDownload(destination: file, cutAfter: 300_000, cutTimes: 1, key: key,
-                                    extra: [URLQueryItem(name: "ignore_if_range", value: "1")])
+        let endpoint = FileDownload(
+            destination: file, cutAfter: 300_000, cutTimes: 1, key: key,
+            extra: [URLQueryItem(name: "ignore_if_range", value: "1")])
         await #expect(throws: CatenaError.self) { try await Client(chain).resumableDownload(endpoint, policy: ResumePolicy(attempts: 0)).value() }
         _ = try await chain.load(try APIRequest(.post, path: ["api", "file", "change"], query: [URLQueryItem(name: "key", value: key)]))
         let recorder = Recorder(next: chain)
@@ -178,8 +188,9 @@ struct ResumableDownloadTests {
         let chain = try await kind.chain()
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
-        let endpoint = FileDownload(destination: file, cutAfter: 300_000, cutTimes: 1,
-                                    extra: [URLQueryItem(name: "cap", value: "200000")])
+        let endpoint = FileDownload(
+            destination: file, cutAfter: 300_000, cutTimes: 1,
+            extra: [URLQueryItem(name: "cap", value: "200000")])
         await #expect(throws: CatenaError.self) { try await Client(chain).resumableDownload(endpoint, policy: ResumePolicy(attempts: 0)).value() }
         let recorder = Recorder(next: chain)
         // No attempts to spare: every capped answer must count as progress, not as a failure.
@@ -189,8 +200,9 @@ struct ResumableDownloadTests {
         #expect(try Data(contentsOf: file) == Self.expected(1 << 20))
     }
 
-    @Test("a 416 whose length is the bytes on disk finishes the file (the move into place was all that was missing)",
-          arguments: TransportKind.allCases)
+    @Test(
+        "a 416 whose length is the bytes on disk finishes the file (the move into place was all that was missing)",
+        arguments: TransportKind.allCases)
     func completeOnDisk(kind: TransportKind) async throws {
         let file = temporaryFile()
         defer { try? FileManager.default.removeItem(at: file) }
@@ -221,10 +233,12 @@ struct ResumableDownloadTests {
         #expect(!FileManager.default.fileExists(atPath: file.path))
     }
 
-    @Test("Content-Range is read without trusting it", arguments: [
-        ("bytes 0-9/10", true), ("bytes 5-9/*", true), ("bytes 9-5/10", false), ("bytes 0-10/10", false), ("bytes -5/10", false),
-        ("bytes 0-9", false), ("items 0-9/10", false), ("bytes 0-99999999999999999999/1", false), ("bytes +1-9/10", false), ("", false),
-    ])
+    @Test(
+        "Content-Range is read without trusting it",
+        arguments: [
+            ("bytes 0-9/10", true), ("bytes 5-9/*", true), ("bytes 9-5/10", false), ("bytes 0-10/10", false), ("bytes -5/10", false),
+            ("bytes 0-9", false), ("items 0-9/10", false), ("bytes 0-99999999999999999999/1", false), ("bytes +1-9/10", false), ("", false),
+        ])
     func contentRange(value: String, valid: Bool) {
         #expect((ResumableFile.contentRange(value) != nil) == valid, "\(value)")
     }

@@ -8,11 +8,15 @@ import Testing
 
 @Suite("Retry")
 struct RetryTests {
-    func flaky(_ key: String, failures: Int, status: Int = 503, method: HTTPRequest.Method = .get, extra: [URLQueryItem] = [], body: APIRequest.Body = .empty) throws -> APIRequest {
-        try APIRequest(method, path: ["api", "flaky"], query: [
-            URLQueryItem(name: "key", value: key), URLQueryItem(name: "failures", value: String(failures)),
-            URLQueryItem(name: "status", value: String(status)),
-        ] + extra, body: body)
+    func flaky(
+        _ key: String, failures: Int, status: Int = 503, method: HTTPRequest.Method = .get, extra: [URLQueryItem] = [], body: APIRequest.Body = .empty
+    ) throws -> APIRequest {
+        try APIRequest(
+            method, path: ["api", "flaky"],
+            query: [
+                URLQueryItem(name: "key", value: key), URLQueryItem(name: "failures", value: String(failures)),
+                URLQueryItem(name: "status", value: String(status)),
+            ] + extra, body: body)
     }
 
     struct Call: Decodable { let call: Int }
@@ -56,11 +60,15 @@ struct RetryTests {
     @Test("Retry-After in seconds and as an HTTP date is honoured; beyond the cap there is no retry")
     func retryAfter() async throws {
         let seconds = VirtualClock()
-        #expect(try await chain(clock: seconds).load(try flaky(uniqueKey(), failures: 1, status: 429, extra: [URLQueryItem(name: "retry_after", value: "7")])).status == .ok)
+        #expect(
+            try await chain(clock: seconds).load(try flaky(uniqueKey(), failures: 1, status: 429, extra: [URLQueryItem(name: "retry_after", value: "7")]))
+                .status == .ok)
         #expect(seconds.waits == [.seconds(7)])
 
         let date = VirtualClock()
-        #expect(try await chain(clock: date).load(try flaky(uniqueKey(), failures: 1, status: 503, extra: [URLQueryItem(name: "retry_after_date", value: "30")])).status == .ok)
+        #expect(
+            try await chain(clock: date).load(try flaky(uniqueKey(), failures: 1, status: 503, extra: [URLQueryItem(name: "retry_after_date", value: "30")]))
+                .status == .ok)
         let wait = try #require(date.waits.first)
         // 30 s after the server wrote the date (to the second), less the time the
         // answer took to arrive and be read (seconds under ThreadSanitizer).
@@ -68,7 +76,8 @@ struct RetryTests {
 
         let tooLong = VirtualClock()
         let counter = Counter()
-        let response = try await chain(clock: tooLong, counter: counter).load(try flaky(uniqueKey(), failures: 1, status: 429, extra: [URLQueryItem(name: "retry_after", value: "86400")]))
+        let response = try await chain(clock: tooLong, counter: counter).load(
+            try flaky(uniqueKey(), failures: 1, status: 429, extra: [URLQueryItem(name: "retry_after", value: "86400")]))
         #expect(response.status == .tooManyRequests)
         #expect(tooLong.waits.isEmpty)
         #expect(counter.count.load(ordering: .relaxed) == 1)
@@ -78,8 +87,11 @@ struct RetryTests {
     func jitter() async throws {
         let clock = VirtualClock()
         let uppers = Locked<[Double]>([])
-        let chain = ApplyEnvironment(try await TestServer.environment())
-            --> Retry(.standard, clock: clock) { upper in uppers.withLock { $0.append(upper) }; return upper / 2 }
+        let chain =
+            ApplyEnvironment(try await TestServer.environment())
+            --> Retry(.standard, clock: clock) { upper in
+                uppers.withLock { $0.append(upper) }; return upper / 2
+            }
             --> AsyncHTTPClientTransport.forTests()
         #expect(try await chain.load(try flaky(uniqueKey(), failures: 2)).status == .ok)
         #expect(uppers.withLock { $0 } == [0.2, 0.4])
@@ -139,7 +151,8 @@ struct RetryTests {
             }
         }
         let clock = SignallingClock()
-        let chain = ApplyEnvironment(try await TestServer.environment())
+        let chain =
+            ApplyEnvironment(try await TestServer.environment())
             --> Retry(RetryStrategy(baseDelay: .seconds(30), jitter: false), clock: clock) --> AsyncHTTPClientTransport.forTests()
         let task = Task { try await chain.load(try flaky(uniqueKey(), failures: 1)) }
         #expect(await Timing.eventually { clock.waiting.withLock { $0 } }, "the retry began its backoff")

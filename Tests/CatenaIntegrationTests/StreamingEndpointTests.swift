@@ -11,11 +11,13 @@ struct TokenEvents: EventStreamEndpoint {
     var dropAfter = 0
 
     func makeRequest() throws -> APIRequest {
-        try .get("api", "events", query: [
-            URLQueryItem(name: "count", value: String(count)), URLQueryItem(name: "interval", value: "0"),
-            URLQueryItem(name: "drop_after", value: String(dropAfter)), URLQueryItem(name: "retry_ms", value: "20"),
-            URLQueryItem(name: "end", value: "204"),
-        ])
+        try .get(
+            "api", "events",
+            query: [
+                URLQueryItem(name: "count", value: String(count)), URLQueryItem(name: "interval", value: "0"),
+                URLQueryItem(name: "drop_after", value: String(dropAfter)), URLQueryItem(name: "retry_ms", value: "20"),
+                URLQueryItem(name: "end", value: "204"),
+            ])
     }
 }
 

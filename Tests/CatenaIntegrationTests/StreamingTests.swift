@@ -8,9 +8,11 @@ import Testing
 @Suite("Streaming", .serialized)
 struct StreamingTests {
     func drip(chunks: Int, interval: Double) throws -> APIRequest {
-        try APIRequest(.get, path: ["api", "drip"], query: [
-            URLQueryItem(name: "chunks", value: String(chunks)), URLQueryItem(name: "interval", value: String(interval)),
-        ])
+        try APIRequest(
+            .get, path: ["api", "drip"],
+            query: [
+                URLQueryItem(name: "chunks", value: String(chunks)), URLQueryItem(name: "interval", value: String(interval)),
+            ])
     }
 
     @Test("the first part reaches the caller while the server still holds back the rest", arguments: TransportKind.withHTTPS)
@@ -40,8 +42,10 @@ struct StreamingTests {
     @Test("collecting a stream gives what load gives, compressed bodies included", arguments: TransportKind.withHTTPS)
     func collectEqualsLoad(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        for request in [try APIRequest(.get, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")]),
-                        try APIRequest(.get, path: ["api", "bytes", "300000"])] {
+        for request in [
+            try APIRequest(.get, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")]),
+            try APIRequest(.get, path: ["api", "bytes", "300000"]),
+        ] {
             let loaded = try await chain.load(request)
             let collected = try await chain.stream(request).collect()
             #expect(collected.status == loaded.status)
@@ -78,7 +82,8 @@ struct StreamingTests {
     @Test("Retry above Throttle(maxInFlight: 1): a retried stream does not wait forever for the slot its 503 held", arguments: TransportKind.allCases)
     func retryAboveThrottle(kind: TransportKind) async throws {
         let throttle = Throttle(maxInFlight: 1)
-        let chain = ApplyEnvironment(try await TestServer.environment())
+        let chain =
+            ApplyEnvironment(try await TestServer.environment())
             --> Retry(RetryStrategy(baseDelay: .milliseconds(10), jitter: false)) --> throttle --> kind.make()
         let done = Catena.Locked(false)
         let call = Task {
@@ -150,8 +155,9 @@ struct StreamingTests {
 
     @Test("through TokenAuth: a 401 head refreshes the token and the stream comes from the resend", arguments: TransportKind.allCases)
     func authRefresh(kind: TransportKind) async throws {
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token"),
-                             refresh: try await AuthTests().oauth().refresh)
+        let auth = TokenAuth(
+            hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token"),
+            refresh: try await AuthTests().oauth().refresh)
         let chain = ApplyEnvironment(try await TestServer.environment()) --> Retry() --> auth --> kind.make()
         let response = try await chain.stream(try APIRequest(.get, path: ["api", "protected", "me"]))
         #expect(response.status == .ok)
@@ -199,9 +205,12 @@ struct EventStreamIntegrationTests {
     @Test("events arrive in order with their ids and the server's retry", arguments: TransportKind.withHTTPS)
     func events(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        let response = try await chain.stream(try APIRequest(.get, path: ["api", "events"], query: [
-            URLQueryItem(name: "count", value: "25"), URLQueryItem(name: "interval", value: "0.01"),
-        ]))
+        let response = try await chain.stream(
+            try APIRequest(
+                .get, path: ["api", "events"],
+                query: [
+                    URLQueryItem(name: "count", value: "25"), URLQueryItem(name: "interval", value: "0.01"),
+                ]))
         #expect(response.headerFields[.contentType] == "text/event-stream")
         var events: [ServerSentEvent] = []
         for try await event in response.serverSentEvents() { events.append(event) }
@@ -213,9 +222,12 @@ struct EventStreamIntegrationTests {
     @Test("a cut connection ends the event sequence with an error, not a clean end", arguments: TransportKind.withHTTPS)
     func dropped(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        let response = try await chain.stream(try APIRequest(.get, path: ["api", "events"], query: [
-            URLQueryItem(name: "count", value: "10"), URLQueryItem(name: "interval", value: "0"), URLQueryItem(name: "drop_after", value: "3"),
-        ]))
+        let response = try await chain.stream(
+            try APIRequest(
+                .get, path: ["api", "events"],
+                query: [
+                    URLQueryItem(name: "count", value: "10"), URLQueryItem(name: "interval", value: "0"), URLQueryItem(name: "drop_after", value: "3"),
+                ]))
         var seen = 0
         await #expect(throws: CatenaError.self) {
             for try await _ in response.serverSentEvents() { seen += 1 }
@@ -224,14 +236,17 @@ struct EventStreamIntegrationTests {
         #expect(seen <= 3)
     }
 
-    @Test("an event source reconnects through three cut connections with Last-Event-ID and ends on 204: every event exactly once",
-          arguments: TransportKind.withHTTPS)
+    @Test(
+        "an event source reconnects through three cut connections with Last-Event-ID and ends on 204: every event exactly once",
+        arguments: TransportKind.withHTTPS)
     func eventSourceReconnects(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        let request = try APIRequest(.get, path: ["api", "events"], query: [
-            URLQueryItem(name: "count", value: "10"), URLQueryItem(name: "interval", value: "0"),
-            URLQueryItem(name: "drop_after", value: "3"), URLQueryItem(name: "retry_ms", value: "20"), URLQueryItem(name: "end", value: "204"),
-        ])
+        let request = try APIRequest(
+            .get, path: ["api", "events"],
+            query: [
+                URLQueryItem(name: "count", value: "10"), URLQueryItem(name: "interval", value: "0"),
+                URLQueryItem(name: "drop_after", value: "3"), URLQueryItem(name: "retry_ms", value: "20"), URLQueryItem(name: "end", value: "204"),
+            ])
         let reconnections = Locked<[Reconnection]>([])
         let source = EventSource(request, loader: chain, policy: ReconnectPolicy(minimumDelay: .milliseconds(10))) { reconnection in
             reconnections.withLock { $0.append(reconnection) }
@@ -261,10 +276,12 @@ struct EventStreamIntegrationTests {
     func eventSourceUnavailable(kind: TransportKind) async throws {
         let chain = try await kind.chain()
         func request(_ key: String) throws -> APIRequest {
-            try APIRequest(.get, path: ["api", "events"], query: [
-                URLQueryItem(name: "count", value: "3"), URLQueryItem(name: "interval", value: "0"), URLQueryItem(name: "end", value: "204"),
-                URLQueryItem(name: "unavailable", value: "1"), URLQueryItem(name: "key", value: key),
-            ])
+            try APIRequest(
+                .get, path: ["api", "events"],
+                query: [
+                    URLQueryItem(name: "count", value: "3"), URLQueryItem(name: "interval", value: "0"), URLQueryItem(name: "end", value: "204"),
+                    URLQueryItem(name: "unavailable", value: "1"), URLQueryItem(name: "key", value: key),
+                ])
         }
         let reconnections = Locked<[Reconnection]>([])
         let policy = ReconnectPolicy(initialDelay: .milliseconds(50), minimumDelay: .milliseconds(10))
@@ -309,9 +326,11 @@ struct EventStreamIntegrationTests {
         }
         // A long stream, left after two events: the throttle's only slot comes back.
         let throttled = Throttle(maxInFlight: 1) --> chain
-        let long = try APIRequest(.get, path: ["api", "events"], query: [
-            URLQueryItem(name: "count", value: "100000"), URLQueryItem(name: "interval", value: "0.01"),
-        ])
+        let long = try APIRequest(
+            .get, path: ["api", "events"],
+            query: [
+                URLQueryItem(name: "count", value: "100000"), URLQueryItem(name: "interval", value: "0.01"),
+            ])
         var seen = 0
         for try await _ in EventSource(long, loader: throttled) {
             seen += 1
@@ -336,9 +355,12 @@ struct EventStreamIntegrationTests {
     @Test("a JSON Lines export decodes row by row", arguments: TransportKind.withHTTPS)
     func jsonLines(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        let response = try await chain.stream(try APIRequest(.get, path: ["api", "export.jsonl"], query: [
-            URLQueryItem(name: "count", value: "5000"), URLQueryItem(name: "per_chunk", value: "37"),
-        ]))
+        let response = try await chain.stream(
+            try APIRequest(
+                .get, path: ["api", "export.jsonl"],
+                query: [
+                    URLQueryItem(name: "count", value: "5000"), URLQueryItem(name: "per_chunk", value: "37"),
+                ]))
         var expected = 1
         for try await row in response.jsonLines(of: Row.self) {
             #expect(row.n == expected)

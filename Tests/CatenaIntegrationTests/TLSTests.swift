@@ -68,8 +68,9 @@ enum TLSServers {
 struct TLSTests {
     struct Peer: Decodable { let peer: String }
 
-    @Test("trusting the demo authority through ServerTrust: users, a 1 MiB body and an upload over HTTPS (AsyncHTTPClient)",
-          arguments: [false, true])
+    @Test(
+        "trusting the demo authority through ServerTrust: users, a 1 MiB body and an upload over HTTPS (AsyncHTTPClient)",
+        arguments: [false, true])
     func trusted(excludingSystemRoots: Bool) async throws {
         let server = try await TLSServers.running()
         #expect(server.baseURL.scheme == "https")
@@ -85,8 +86,9 @@ struct TLSTests {
         #expect(try JSONDecoder().decode(Echo.self, from: echoed.body).bodyLength == upload.count)
     }
 
-    @Test("without the authority, an expired leaf, a leaf for another host, an unknown authority: untrustedServer, and no request reached the server",
-          arguments: TLSServers.Kind.allCases)
+    @Test(
+        "without the authority, an expired leaf, a leaf for another host, an unknown authority: untrustedServer, and no request reached the server",
+        arguments: TLSServers.Kind.allCases)
     func refused(kind: TLSServers.Kind) async throws {
         let server = try await TLSServers.running(kind)
         let key = UUID().uuidString
@@ -112,8 +114,9 @@ struct TLSTests {
         }
     }
 
-    @Test("the system's roots alone trust none of the demo servers, on both transports",
-          arguments: TransportKind.allCases, [nil] + (Timing.isThreadSanitized ? [] : TLSServers.Kind.allCases))
+    @Test(
+        "the system's roots alone trust none of the demo servers, on both transports",
+        arguments: TransportKind.allCases, [nil] + (Timing.isThreadSanitized ? [] : TLSServers.Kind.allCases))
     func systemRootsRefuse(kind: TransportKind, server: TLSServers.Kind?) async throws {
         let server = if let server { try await TLSServers.running(server) } else { try await TLSServers.running() }
         let error = await #expect(throws: CatenaError.self) {
@@ -130,7 +133,9 @@ struct TLSTests {
         #expect(throws: ServerTrustError.self) { _ = try URLSessionTransport(trust: try TLSServers.trust()) }
         #expect(throws: ServerTrustError.self) { _ = try URLSessionTransport(trust: pinned) }
         #expect(throws: ServerTrustError.self) { _ = try AsyncHTTPClientTransport(trust: ServerTrust(excludesSystemRoots: true)) }
-        #expect(throws: ServerTrustError.self) { _ = try ServerTrust(additionalRootsPEM: "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----") }
+        #expect(throws: ServerTrustError.self) {
+            _ = try ServerTrust(additionalRootsPEM: "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----")
+        }
         #expect(throws: ServerTrustError.self) { _ = try ServerTrust(additionalRootsPEM: "no certificate here") }
         // The system default is accepted everywhere.
         _ = try URLSessionTransport(trust: .system)
@@ -142,14 +147,18 @@ struct TLSTests {
         let transport = try AsyncHTTPClientTransport(trust: try TLSServers.trust(), timeout: Timing.stretch(.seconds(20)))
         defer { Task { try? await transport.shutdown() } }
         let chain = try TLSServers.chain(server, transport)
-        _ = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))   // the connection is up
+        _ = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))  // the connection is up
         let calls = (0..<10).map { index in
             Task { () -> Result<Int, CatenaError> in
                 // Half finish within the server's 1 s grace period, half outlast it.
                 let delay = index.isMultiple(of: 2) ? "0.3" : "5"
                 do throws(CatenaError) {
-                    return .success(try await chain.load(try APIRequest(.get, path: ["api", "users", "2"],
-                                                                       query: [URLQueryItem(name: "delay", value: delay)])).status.code)
+                    return .success(
+                        try await chain.load(
+                            try APIRequest(
+                                .get, path: ["api", "users", "2"],
+                                query: [URLQueryItem(name: "delay", value: delay)])
+                        ).status.code)
                 } catch {
                     return .failure(error)
                 }

@@ -8,8 +8,12 @@ import Testing
 struct TimingTests {
     /// A head held back 0.2 s by the server, then four dots 0.1 s apart.
     static func slowRequest() throws -> APIRequest {
-        try APIRequest(.get, path: ["api", "drip"], query: [URLQueryItem(name: "delay", value: "0.2"), URLQueryItem(name: "chunks", value: "4"),
-                                                             URLQueryItem(name: "interval", value: "0.1")])
+        try APIRequest(
+            .get, path: ["api", "drip"],
+            query: [
+                URLQueryItem(name: "delay", value: "0.2"), URLQueryItem(name: "chunks", value: "4"),
+                URLQueryItem(name: "interval", value: "0.1"),
+            ])
     }
 
     @Test("a loaded response carries its time to the head and its body's duration; the head is reported once", arguments: TransportKind.withHTTPS)

@@ -156,10 +156,12 @@ struct OperationChainTests {
         for _ in 0..<20 {
             let last = AddOne()
             let chain = Produce(.success(0), later: true)
-                .passesResult(to: TaskOperation { (value: Int) in
-                    try await Task.sleep(for: .milliseconds(2))
-                    return value + 1
-                })
+                .passesResult(
+                    to: TaskOperation { (value: Int) in
+                        try await Task.sleep(for: .milliseconds(2))
+                        return value + 1
+                    }
+                )
                 .passesResult(to: TransformOperation { (value: Int) in value }).passesResult(to: last)
             chain.enqueue(on: queue)
             await waitUntilAllFinished(queue)

@@ -152,7 +152,11 @@ struct RetryingOperationTests {
 /// Counts how many are inside at once.
 final class Gauge: Sendable {
     private let state = Guarded((now: 0, most: 0))
-    func enter() { state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) } }
+    func enter() {
+        state.withLock {
+            $0.now += 1; $0.most = max($0.most, $0.now)
+        }
+    }
     func leave() { state.withLock { $0.now -= 1 } }
     var most: Int { state.withLock { $0.most } }
 }

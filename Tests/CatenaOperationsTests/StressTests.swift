@@ -29,7 +29,7 @@ struct OperationStressTests {
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<chains {
                 let length = Int.random(in: 1...6, using: &generator)
-                let cancelAfter = Int.random(in: 0...3, using: &generator)   // 0: never
+                let cancelAfter = Int.random(in: 0...3, using: &generator)  // 0: never
                 let policy: ChainFailurePolicy = index.isMultiple(of: 2) ? .passForward : .cancelRemaining
                 let fails = index.isMultiple(of: 5)
                 group.addTask {

@@ -50,19 +50,20 @@ struct BodyTests {
         let body = APIRequest.Body.multipart(form)
         #expect(body.contentType == "multipart/form-data; boundary=XyZ")
         let text = String(decoding: try #require(try await body.makeData()), as: UTF8.self)
-        #expect(text == """
-            --XyZ\r
-            Content-Disposition: form-data; name="title"\r
-            \r
-            Hello\r
-            --XyZ\r
-            Content-Disposition: form-data; name="file%22%0D%0AX-Evil: 1"; filename="a.txt"\r
-            Content-Type: application/octet-stream\r
-            \r
-            content\r
-            --XyZ--\r
+        #expect(
+            text == """
+                --XyZ\r
+                Content-Disposition: form-data; name="title"\r
+                \r
+                Hello\r
+                --XyZ\r
+                Content-Disposition: form-data; name="file%22%0D%0AX-Evil: 1"; filename="a.txt"\r
+                Content-Type: application/octet-stream\r
+                \r
+                content\r
+                --XyZ--\r
 
-            """)
+                """)
     }
 
     @Test("the empty body has no bytes and no Content-Type")
@@ -79,8 +80,9 @@ struct ResponseTests {
     struct User: Decodable { let id: Int; let name: String }
 
     func response(_ status: HTTPResponse.Status, _ body: String) throws -> APIResponse {
-        APIResponse(status: status, headerFields: [.contentType: "application/json"], body: Data(body.utf8),
-                    request: try APIRequest(.get, urlString: "http://127.0.0.1:8080/api/users/1"))
+        APIResponse(
+            status: status, headerFields: [.contentType: "application/json"], body: Data(body.utf8),
+            request: try APIRequest(.get, urlString: "http://127.0.0.1:8080/api/users/1"))
     }
 
     @Test("decoding failures name the type and where decoding stopped")

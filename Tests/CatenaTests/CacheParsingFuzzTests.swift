@@ -7,16 +7,22 @@ import Testing
 /// and well-formed values mean what they say.
 @Suite("HTTPCache parsers under hostile input")
 struct CacheParsingFuzzTests {
-    static let pieces = ["=", ",", " ", "\"", "max-age", "no-cache", "no-store", "public", "private", "0", "-1", "60",
-                         "1e19", "inf", "nan", "-inf", "99999999999999999999999", "0x10", "3.5", "W/", "*", ";", "\t",
-                         "GMT", "Sun, 06 Nov 1994 08:49:37 GMT", "Accept", "é", "\u{0}"]
+    static let pieces = [
+        "=", ",", " ", "\"", "max-age", "no-cache", "no-store", "public", "private", "0", "-1", "60",
+        "1e19", "inf", "nan", "-inf", "99999999999999999999999", "0x10", "3.5", "W/", "*", ";", "\t",
+        "GMT", "Sun, 06 Nov 1994 08:49:37 GMT", "Accept", "é", "\u{0}",
+    ]
 
     static func randomValue(_ generator: inout some RandomNumberGenerator) -> String {
         (0..<Int.random(in: 0...8, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
     }
 
-    @Test("adversarial values seen in the wild do not trap", arguments: ["=", "no-cache,=", ",,,", "max-age=", "max-age==", "=60",
-                                                                           "max-age=1e19", "max-age=-1", "max-age=inf"])
+    @Test(
+        "adversarial values seen in the wild do not trap",
+        arguments: [
+            "=", "no-cache,=", ",,,", "max-age=", "max-age==", "=60",
+            "max-age=1e19", "max-age=-1", "max-age=inf",
+        ])
     func knownBad(value: String) {
         _ = CacheControl(value)
         let request = APIRequest(.get, url: URL(string: "http://127.0.0.1/x")!)

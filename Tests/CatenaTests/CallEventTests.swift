@@ -41,10 +41,11 @@ struct CallEventTests {
         mock.respond()
         let chain = log.observer --> Retry(RetryStrategy(baseDelay: .milliseconds(100), jitter: false), clock: InstantClock()) --> mock
         #expect(try await chain.load(APIRequest(url: url)).status == .ok)
-        #expect(log.all == [
-            .retrying(attempt: 2, delay: .milliseconds(100), after: .status(503)),
-            .retrying(attempt: 3, delay: .milliseconds(200), after: .error(.connectionLost)),
-        ])
+        #expect(
+            log.all == [
+                .retrying(attempt: 2, delay: .milliseconds(100), after: .status(503)),
+                .retrying(attempt: 3, delay: .milliseconds(200), after: .error(.connectionLost)),
+            ])
     }
 
     @Test("only loaders below the observer report to it")

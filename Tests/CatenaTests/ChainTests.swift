@@ -143,8 +143,9 @@ struct EnvironmentTests {
 
     @Test("the request's own header and query values win over the environment's defaults")
     func requestValuesWin() async throws {
-        let request = try APIRequest(.get, path: ["users"], query: [URLQueryItem(name: "lang", value: "de")],
-                                     headerFields: [HTTPField.Name("X-Api-Key")!: "mine"])
+        let request = try APIRequest(
+            .get, path: ["users"], query: [URLQueryItem(name: "lang", value: "de")],
+            headerFields: [HTTPField.Name("X-Api-Key")!: "mine"])
         let sent = try await send(request)
         #expect(try sent.urlString() == "http://127.0.0.1:8080/v2/users?lang=de")
         #expect(sent.headerFields[values: HTTPField.Name("X-Api-Key")!] == ["mine"])
@@ -184,8 +185,10 @@ struct EnvironmentTests {
     }
     @Test("a base URL's user info becomes Basic auth and its query items are kept, not silently dropped")
     func baseURLKeepsEverything() async throws {
-        let environment = try #require(ServerEnvironment(baseURL: URL(string: "https://ann:s3cret@api.example.com/v1?api_key=k3y&lang=en")!,
-                                                         queryItems: [URLQueryItem(name: "lang", value: "fr")]))
+        let environment = try #require(
+            ServerEnvironment(
+                baseURL: URL(string: "https://ann:s3cret@api.example.com/v1?api_key=k3y&lang=en")!,
+                queryItems: [URLQueryItem(name: "lang", value: "fr")]))
         #expect(environment.headerFields[.authorization] == BasicCredentials(user: "ann", password: "s3cret").headerValue)
         #expect(environment.queryItems == [URLQueryItem(name: "api_key", value: "k3y"), URLQueryItem(name: "lang", value: "fr")])
         let mock = MockTransport()
@@ -201,8 +204,9 @@ struct EnvironmentTests {
 
     @Test("what the environment injects is redacted in error descriptions and logs")
     func injectedValuesAreRedacted() async throws {
-        let environment = ServerEnvironment(host: "api.example.com", headerFields: [HTTPField.Name("X-Tenant-Secret")!: "tenant-value"],
-                                            queryItems: [URLQueryItem(name: "appid", value: "appid-value")])
+        let environment = ServerEnvironment(
+            host: "api.example.com", headerFields: [HTTPField.Name("X-Tenant-Secret")!: "tenant-value"],
+            queryItems: [URLQueryItem(name: "appid", value: "appid-value")])
         let logs = CapturedLogs()
         let mock = MockTransport()
         mock.fail(.timedOut)
@@ -252,12 +256,15 @@ struct LogTests {
         let logs = CapturedLogs()
         let mock = MockTransport()
         mock.respond(status: .ok, headerFields: [.setCookie: "session=abc123", .contentType: "text/plain"], body: Data("ok".utf8))
-        let chain = LogMiddleware(logger: logs.logger(level: .debug), redaction: .adding(headers: [HTTPField.Name("X-Api-Key")!], queryItems: ["session"]))
+        let chain =
+            LogMiddleware(logger: logs.logger(level: .debug), redaction: .adding(headers: [HTTPField.Name("X-Api-Key")!], queryItems: ["session"]))
             --> mock
         let request = try APIRequest(
             .get, urlString: "https://example.com/data?session=s1&page=2&access_token=t0k3nvalue",
-            headerFields: [.authorization: "Bearer very-secret", .cookie: "id=cookie-secret",
-                           HTTPField.Name("X-Api-Key")!: "key-secret", .accept: "application/json"])
+            headerFields: [
+                .authorization: "Bearer very-secret", .cookie: "id=cookie-secret",
+                HTTPField.Name("X-Api-Key")!: "key-secret", .accept: "application/json",
+            ])
         _ = try await chain.load(request)
         let text = logs.text
         for secret in ["very-secret", "cookie-secret", "key-secret", "s1", "t0k3nvalue", "abc123"] {
@@ -274,8 +281,9 @@ struct LogTests {
         let logs = CapturedLogs()
         let mock = MockTransport()
         mock.fail(.timedOut)
-        var request = try APIRequest(.get, urlString: "https://example.com/data?access_token=t0k3n&session=s3ss",
-                                     headerFields: [.authorization: "Bearer very-secret"])
+        var request = try APIRequest(
+            .get, urlString: "https://example.com/data?access_token=t0k3n&session=s3ss",
+            headerFields: [.authorization: "Bearer very-secret"])
         request[option: Redaction.self] = Redaction(headerNames: [], queryNames: ["session"])
         let error = await #expect(throws: CatenaError.self) { try await (LogMiddleware(logger: logs.logger(level: .debug)) --> mock).load(request) }
         for text in [error.map { "\($0)" } ?? "", logs.text, request.description] {

@@ -68,7 +68,9 @@ struct LoadingStateTests {
         #expect(describe(State.loading(cache: nil).merge(State.success(content: 2), add)) == "loading -")
         #expect(describe(State.success(content: 1).merge(State.initial, add)) == "initial")
         #expect(describe(State.loading(cache: 1).merge(State.initial, add)) == "loading -")
-        #expect(describe(State.failure(error: Self.error, cache: 1).merge(State.failure(error: Self.other, cache: 2), add)) == "failure \(Self.error.code.rawValue) 3")
+        #expect(
+            describe(State.failure(error: Self.error, cache: 1).merge(State.failure(error: Self.other, cache: 2), add))
+                == "failure \(Self.error.code.rawValue) 3")
         #expect(describe(State.success(content: 1).merge(State.failure(error: Self.other, cache: nil), add)) == "failure \(Self.other.code.rawValue) -")
         #expect(describe(State.loading(cache: 1).merge(State.failure(error: Self.other, cache: 2), add)) == "failure \(Self.other.code.rawValue) 3")
     }
@@ -100,8 +102,11 @@ struct ContentLoaderTests {
         #expect(loader.startLoading())
         await gate.open(.success(2))
         #expect(await settle { loader.state.content == 2 && !loader.state.isLoading })
-        #expect(seen == ["loading", "success", "loading (showing cached content)",
-                         "failure (showing cached content)", "loading (showing cached content)", "success"])
+        #expect(
+            seen == [
+                "loading", "success", "loading (showing cached content)",
+                "failure (showing cached content)", "loading (showing cached content)", "success",
+            ])
         #expect(gate.currents == [nil, nil, 1], "refresh loads from nothing; startLoading from the content it has")
         _ = token
     }

@@ -71,8 +71,9 @@ struct CookieJarTests {
     @Test("Max-Age wins over Expires; zero or past deletes; a later Set-Cookie replaces, keeping its place")
     func expiry() {
         let jar = jar
-        store(jar, "https://a.test/", "short=1; Max-Age=60; Expires=Wed, 01 Jan 2098 00:00:00 GMT",
-              "dated=1; Expires=Wed, 21-Oct-2099 07:28:00 GMT", "session=1")
+        store(
+            jar, "https://a.test/", "short=1; Max-Age=60; Expires=Wed, 01 Jan 2098 00:00:00 GMT",
+            "dated=1; Expires=Wed, 21-Oct-2099 07:28:00 GMT", "session=1")
         #expect(jar.all.count == 3)
         clock.advance(61)
         #expect(field(jar, "https://a.test/") == "dated=1; session=1")
@@ -100,9 +101,11 @@ struct CookieJarTests {
         #expect(expires == clock.now.addingTimeInterval(400 * 86_400))
     }
 
-    @Test("what RFC 6265 says to ignore is ignored", arguments: [
-        "novalue", "=value", "  =x", "a\u{1}b=c", "", ";", "name=value\u{7F}", "n=" + String(repeating: "v", count: 4096),
-    ])
+    @Test(
+        "what RFC 6265 says to ignore is ignored",
+        arguments: [
+            "novalue", "=value", "  =x", "a\u{1}b=c", "", ";", "name=value\u{7F}", "n=" + String(repeating: "v", count: 4096),
+        ])
     func ignored(setCookie: String) {
         // Read directly: HTTPFields would already have replaced the control characters.
         #expect(SetCookie(setCookie) == nil)
@@ -112,8 +115,10 @@ struct CookieJarTests {
     func fuzz() {
         let seed = UInt64.random(in: 0...UInt64.max)
         var generator = SplitMix64(seed: seed)
-        let pieces = ["=", ";", " ", "Domain=", "Path=", "/", ".", "example.com", "a.example.com", "com", "co.uk", "Secure",
-                      "HttpOnly", "Max-Age=", "-", "0", "99999999999999999999", "Expires=", "Wed, 21 Oct 2099 07:28:00 GMT", "\u{1}", "é"]
+        let pieces = [
+            "=", ";", " ", "Domain=", "Path=", "/", ".", "example.com", "a.example.com", "com", "co.uk", "Secure",
+            "HttpOnly", "Max-Age=", "-", "0", "99999999999999999999", "Expires=", "Wed, 21 Oct 2099 07:28:00 GMT", "\u{1}", "é",
+        ]
         let jar = jar
         for _ in 0..<3_000 {
             let setCookie = randomHeaderText(&generator, pieces: pieces, maxPieces: 12)
@@ -133,8 +138,9 @@ struct CookieJarTests {
 struct JoinedSetCookieTests {
     @Test("split where a cookie name follows the comma; an Expires date's comma stays")
     func examples() {
-        #expect(URLSessionTransport.splitJoinedSetCookie("a=1; Path=/, b=2; Expires=Wed, 21 Oct 2099 07:28:00 GMT, c=3")
-            == ["a=1; Path=/", "b=2; Expires=Wed, 21 Oct 2099 07:28:00 GMT", "c=3"])
+        #expect(
+            URLSessionTransport.splitJoinedSetCookie("a=1; Path=/, b=2; Expires=Wed, 21 Oct 2099 07:28:00 GMT, c=3")
+                == ["a=1; Path=/", "b=2; Expires=Wed, 21 Oct 2099 07:28:00 GMT", "c=3"])
         #expect(URLSessionTransport.splitJoinedSetCookie("only=1") == ["only=1"])
         #expect(URLSessionTransport.splitJoinedSetCookie(",,, ,") == [",,, ,"])
     }
@@ -143,8 +149,10 @@ struct JoinedSetCookieTests {
     func roundTrip() {
         let seed = UInt64.random(in: 0...UInt64.max)
         var generator = SplitMix64(seed: seed)
-        let attributes = ["Path=/", "Secure", "HttpOnly", "Max-Age=60", "Expires=Wed, 21 Oct 2099 07:28:00 GMT",
-                          "Expires=Sunday, 06-Nov-94 08:49:37 GMT", "Domain=example.com", "SameSite=Lax"]
+        let attributes = [
+            "Path=/", "Secure", "HttpOnly", "Max-Age=60", "Expires=Wed, 21 Oct 2099 07:28:00 GMT",
+            "Expires=Sunday, 06-Nov-94 08:49:37 GMT", "Domain=example.com", "SameSite=Lax",
+        ]
         for _ in 0..<1_000 {
             let cookies = (0..<Int.random(in: 1...5, using: &generator)).map { index in
                 (["n\(index)=v\(Int.random(in: 0...99, using: &generator))"]

@@ -8,8 +8,9 @@ import Testing
 struct CurlDescriptionTests {
     @Test("method, URL, headers and body; secrets redacted unless asked; quotes survive")
     func shape() throws {
-        var request = try APIRequest(.post, urlString: "https://api.example.com/v1/items?api_key=s3cret&q=it's",
-                                     body: .json(["name": "O'Brien"]))
+        var request = try APIRequest(
+            .post, urlString: "https://api.example.com/v1/items?api_key=s3cret&q=it's",
+            body: .json(["name": "O'Brien"]))
         request.headerFields[.authorization] = "Bearer abc"
         request.headerFields[HTTPField.Name("X-Trace")!] = "a'b"
         let text = request.curlDescription

@@ -42,7 +42,8 @@ struct EventSourceTests {
     @Test("failures in a row double the wait up to the cap; an event resets it; the server's retry is the base; Retry-After is a floor")
     func backoff() {
         let policy = ReconnectPolicy(initialDelay: .seconds(3), minimumDelay: .milliseconds(100), maximumDelay: .seconds(20))
-        #expect((1...6).map { policy.delay(attempt: $0, serverRetry: nil) } == [.seconds(3), .seconds(6), .seconds(12), .seconds(20), .seconds(20), .seconds(20)])
+        #expect(
+            (1...6).map { policy.delay(attempt: $0, serverRetry: nil) } == [.seconds(3), .seconds(6), .seconds(12), .seconds(20), .seconds(20), .seconds(20)])
         #expect(policy.delay(attempt: 1, serverRetry: .milliseconds(500)) == .milliseconds(500))
         #expect(policy.delay(attempt: 1, serverRetry: .zero) == .milliseconds(100), "retry: 0 is held to the minimum")
         #expect(policy.delay(attempt: 1, serverRetry: .seconds(3_600)) == .seconds(20))

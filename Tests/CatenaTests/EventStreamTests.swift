@@ -22,29 +22,31 @@ struct EventStreamTests {
 
     @Test("fields, comments, multi-line data, ids that carry over, retry, and blocks without data")
     func spec() throws {
-        let events = try Self.parse("""
-        : a comment\n\
-        data: first\n\
-        data:  second line keeps one space\n\
-        id: 1\n\
-        \n\
-        event: token\n\
-        data\n\
-        data: x\n\
-        retry: 1500\n\
-        \n\
-        id\n\
-        event: nothing\n\
-        \n\
-        data: after\n\
-        \n\
-        data: unfinished
-        """)
-        #expect(events == [
-            ServerSentEvent(event: "message", data: "first\n second line keeps one space", lastEventID: "1"),
-            ServerSentEvent(event: "token", data: "\nx", lastEventID: "1", retry: .milliseconds(1500)),
-            ServerSentEvent(event: "message", data: "after", lastEventID: "", retry: .milliseconds(1500)),
-        ])
+        let events = try Self.parse(
+            """
+            : a comment\n\
+            data: first\n\
+            data:  second line keeps one space\n\
+            id: 1\n\
+            \n\
+            event: token\n\
+            data\n\
+            data: x\n\
+            retry: 1500\n\
+            \n\
+            id\n\
+            event: nothing\n\
+            \n\
+            data: after\n\
+            \n\
+            data: unfinished
+            """)
+        #expect(
+            events == [
+                ServerSentEvent(event: "message", data: "first\n second line keeps one space", lastEventID: "1"),
+                ServerSentEvent(event: "token", data: "\nx", lastEventID: "1", retry: .milliseconds(1500)),
+                ServerSentEvent(event: "message", data: "after", lastEventID: "", retry: .milliseconds(1500)),
+            ])
     }
 
     @Test("CR, LF and CRLF line ends, a BOM at the start only, an id with NUL ignored, retry digits only")
@@ -84,7 +86,9 @@ struct EventStreamTests {
     func hostileBytes() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var generator = SplitMix64(seed: seed)
-        let pieces: [[UInt8]] = [Array("data:".utf8), Array("id:".utf8), Array("retry:".utf8), [0x0D], [0x0A], [0x00], [0xEF, 0xBB, 0xBF], [0x3A], [0x20], [0xFF]]
+        let pieces: [[UInt8]] = [
+            Array("data:".utf8), Array("id:".utf8), Array("retry:".utf8), [0x0D], [0x0A], [0x00], [0xEF, 0xBB, 0xBF], [0x3A], [0x20], [0xFF],
+        ]
         for _ in 0..<2_000 {
             var bytes: [UInt8] = []
             for _ in 0..<Int.random(in: 0...40, using: &generator) {

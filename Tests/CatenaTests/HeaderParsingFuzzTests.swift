@@ -2,7 +2,7 @@
 import CatenaTesting
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import HTTPTypes
 import Testing
@@ -35,8 +35,10 @@ func mutate(_ text: String, _ generator: inout some RandomNumberGenerator) -> St
 
 @Suite("Header parsers under hostile input")
 struct HeaderParsingFuzzTests {
-    static let datePieces = ["Sun", "Sunday", ",", " ", "  ", "06", "6", "Nov", "-", "1994", "94", "08:49:37", ":", "GMT", "UTC",
-                             "99", "00", "60", "31", "Feb", "29", "2024", "1900", "0000", "9999", "\t", "é", "\u{0}"]
+    static let datePieces = [
+        "Sun", "Sunday", ",", " ", "  ", "06", "6", "Nov", "-", "1994", "94", "08:49:37", ":", "GMT", "UTC",
+        "99", "00", "60", "31", "Feb", "29", "2024", "1900", "0000", "9999", "\t", "é", "\u{0}",
+    ]
 
     private static func formatter(_ format: String) -> DateFormatter {
         let formatter = DateFormatter()
@@ -52,7 +54,8 @@ struct HeaderParsingFuzzTests {
         var generator = SplitMix64(seed: seed)
         let valid = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"]
         for round in 0..<20_000 {
-            let text = round % 2 == 0
+            let text =
+                round % 2 == 0
                 ? randomHeaderText(&generator, pieces: Self.datePieces)
                 : mutate(valid.randomElement(using: &generator)!, &generator)
             if let date = HTTPDate.parse(text) {
@@ -99,12 +102,14 @@ struct HeaderParsingFuzzTests {
         }
     }
 
-    @Test("HTTP dates: impossible fields are refused", arguments: [
-        "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 29 Feb 1900 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
-        "Sun, 06 Nov 1994 08:60:00 GMT", "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 0000 08:49:37 GMT",
-        "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 GMT trailing", "Sun, 6 Nov 1994 08:49:37 GMT",
-        "Sun, 06 Nov 1994 08:49:37", "Foo, 06 Nov 1994 08:49:37 GMT", "Sun Nov 6 08:49:37 1994", "", " ",
-    ])
+    @Test(
+        "HTTP dates: impossible fields are refused",
+        arguments: [
+            "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 29 Feb 1900 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:60:00 GMT", "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 0000 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 GMT trailing", "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37", "Foo, 06 Nov 1994 08:49:37 GMT", "Sun Nov 6 08:49:37 1994", "", " ",
+        ])
     func datesRefused(text: String) {
         #expect(HTTPDate.parse(text) == nil)
     }
@@ -115,17 +120,21 @@ struct HeaderParsingFuzzTests {
         #expect(HTTPDate.parse("Sat, 31 Dec 2016 23:59:60 GMT") == Date(timeIntervalSince1970: 1_483_228_799))
     }
 
-    @Test("Retry-After: delay-seconds and dates give a wait that is never negative; nonsense gives none", arguments: [
-        ("120", 120.0), ("0", 0), (" 7 ", 7), ("-1", nil), ("1e3", nil), ("99999999999999999999999", nil), ("inf", nil),
-        ("Sun, 06 Nov 1994 08:49:37 GMT", 0), ("Fri, 31 Dec 9999 23:59:59 GMT", 253_402_300_799 - 1_800_000_000),
-    ] as [(String, Double?)])
+    @Test(
+        "Retry-After: delay-seconds and dates give a wait that is never negative; nonsense gives none",
+        arguments: [
+            ("120", 120.0), ("0", 0), (" 7 ", 7), ("-1", nil), ("1e3", nil), ("99999999999999999999999", nil), ("inf", nil),
+            ("Sun, 06 Nov 1994 08:49:37 GMT", 0), ("Fri, 31 Dec 9999 23:59:59 GMT", 253_402_300_799 - 1_800_000_000),
+        ] as [(String, Double?)])
     func retryAfter(value: String, seconds: Double?) {
         let wait = Retry.parseRetryAfter(value, now: Date(timeIntervalSince1970: 1_800_000_000))
         #expect(wait.map { Double($0.components.seconds) } == seconds)
     }
 
-    static let mediaPieces = ["application", "json", "text", "/", ";", "=", "\"", "\\", " ", "charset", "utf-8", "UTF-16LE", "q=0.5",
-                              "boundary", ",", "*", "\t", "é", "()", "x-", "+json"]
+    static let mediaPieces = [
+        "application", "json", "text", "/", ";", "=", "\"", "\\", " ", "charset", "utf-8", "UTF-16LE", "q=0.5",
+        "boundary", ",", "*", "\t", "é", "()", "x-", "+json",
+    ]
 
     @Test("Content-Type: random and mutated values never trap; what parses has a type, a subtype and lowercase names")
     func mediaTypesNeverTrap() {
@@ -133,7 +142,8 @@ struct HeaderParsingFuzzTests {
         var generator = SplitMix64(seed: seed)
         let valid = ["application/json; charset=utf-8", "text/plain;charset=\"iso-8859-1\"", "multipart/form-data; boundary=\"a\\\"b\""]
         for round in 0..<20_000 {
-            let text = round % 2 == 0
+            let text =
+                round % 2 == 0
                 ? randomHeaderText(&generator, pieces: Self.mediaPieces)
                 : mutate(valid.randomElement(using: &generator)!, &generator)
             guard let type = MediaType(text) else { continue }
@@ -166,21 +176,25 @@ struct HeaderParsingFuzzTests {
         }
     }
 
-    @Test("Content-Type: examples", arguments: [
-        ("application/json", "application/json", nil), ("Application/JSON; Charset=\"UTF-8\"", "application/json", "utf-8"),
-        ("text/plain;", "text/plain", nil), ("text/plain;;charset=latin1", "text/plain", "latin1"),
-        ("json", nil, nil), ("/json", nil, nil), ("text/", nil, nil), ("text/plain; charset", "text/plain", nil),
-        ("text/plain; charset=\"utf-8", "text/plain", nil), ("text/plain, application/json", "text/plain", nil),
-        ("application/json; charset = utf-8", "application/json", nil), ("text/plain; a=1; b; charset=utf-8", "text/plain", nil),
-    ] as [(String, String?, String?)])
+    @Test(
+        "Content-Type: examples",
+        arguments: [
+            ("application/json", "application/json", nil), ("Application/JSON; Charset=\"UTF-8\"", "application/json", "utf-8"),
+            ("text/plain;", "text/plain", nil), ("text/plain;;charset=latin1", "text/plain", "latin1"),
+            ("json", nil, nil), ("/json", nil, nil), ("text/", nil, nil), ("text/plain; charset", "text/plain", nil),
+            ("text/plain; charset=\"utf-8", "text/plain", nil), ("text/plain, application/json", "text/plain", nil),
+            ("application/json; charset = utf-8", "application/json", nil), ("text/plain; a=1; b; charset=utf-8", "text/plain", nil),
+        ] as [(String, String?, String?)])
     func mediaTypeExamples(text: String, essence: String?, charset: String?) {
         let type = MediaType(text)
         #expect(type?.essence == essence)
         #expect(type?.charset == charset)
     }
 
-    static let locationPieces = ["http://", "https://", "ftp://", "javascript:", "//", "/", "..", ".", "?", "#", "@", ":", "%", "%2F",
-                                 "[", "]", "::1", "127.0.0.1", "example.com", "user:pass@", " ", "\\", "é", "65536", "0"]
+    static let locationPieces = [
+        "http://", "https://", "ftp://", "javascript:", "//", "/", "..", ".", "?", "#", "@", ":", "%", "%2F",
+        "[", "]", "::1", "127.0.0.1", "example.com", "user:pass@", " ", "\\", "é", "65536", "0",
+    ]
 
     @Test("Location: an empty IPv6 literal is no host (found by the fuzz test below)")
     func emptyBracketHost() throws {
@@ -213,8 +227,10 @@ struct HeaderParsingFuzzTests {
 
 @Suite("Length and range parsers under hostile input")
 struct LengthParsingFuzzTests {
-    static let lengthPieces = ["0", "1", "5", "9", "10", "+", "-", " ", ",", "\t", "0x", "e", ".", "99999999999999999999", "9223372036854775807",
-                               "9223372036854775808", "nan", "inf", "٣", "½"]
+    static let lengthPieces = [
+        "0", "1", "5", "9", "10", "+", "-", " ", ",", "\t", "0x", "e", ".", "99999999999999999999", "9223372036854775807",
+        "9223372036854775808", "nan", "inf", "٣", "½",
+    ]
 
     private static func response(contentLength: String, encoding: String? = nil) -> HTTPURLResponse? {
         var fields = ["Content-Length": contentLength]
@@ -245,9 +261,12 @@ struct LengthParsingFuzzTests {
         }
     }
 
-    @Test("Content-Length: a well-formed length passes, repeated or not; a sign, a second length or an encoded body's size is judged right",
-          arguments: [("10", true), ("10, 10", true), ("1000", true), ("1001", false), ("+10", false), ("-0", false), ("10, 3", false),
-                      ("1e3", false), ("٣", false)])
+    @Test(
+        "Content-Length: a well-formed length passes, repeated or not; a sign, a second length or an encoded body's size is judged right",
+        arguments: [
+            ("10", true), ("10, 10", true), ("1000", true), ("1001", false), ("+10", false), ("-0", false), ("10, 3", false),
+            ("1e3", false), ("٣", false),
+        ])
     func contentLengthExamples(text: String, accepted: Bool) throws {
         let request = try APIRequest(.get, urlString: "http://127.0.0.1/")
         let response = try #require(Self.response(contentLength: text))

@@ -6,8 +6,10 @@ import Testing
 /// the part's head early, whatever its bytes.
 @Suite("Multipart headers under hostile input")
 struct MultipartInjectionTests {
-    static let pieces = ["\r\n", "\r", "\n", "\"", "X-Injected: 1", "a", "é", "\u{0}", "\u{7F}", "\u{85}", "\u{2028}", ";",
-                         "\t", " ", "--", "filename=", "%0D"]
+    static let pieces = [
+        "\r\n", "\r", "\n", "\"", "X-Injected: 1", "a", "é", "\u{0}", "\u{7F}", "\u{85}", "\u{2028}", ";",
+        "\t", " ", "--", "filename=", "%0D",
+    ]
 
     /// The header lines of each part of `data` (between the boundary line and the blank line).
     static func headLines(_ data: Data, boundary: String) -> [[String]] {

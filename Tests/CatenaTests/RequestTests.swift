@@ -29,8 +29,9 @@ struct RequestTests {
 
     @Test("query names and values are encoded so they cannot change the query's shape")
     func queryItemsAreEncoded() throws {
-        var request = try APIRequest(.get, baseURL: URL(string: "http://example.com")!, path: ["search"],
-                                     query: [URLQueryItem(name: "q", value: "a+b&c=d e/?"), URLQueryItem(name: "flag", value: nil)])
+        var request = try APIRequest(
+            .get, baseURL: URL(string: "http://example.com")!, path: ["search"],
+            query: [URLQueryItem(name: "q", value: "a+b&c=d e/?"), URLQueryItem(name: "flag", value: nil)])
         #expect(try request.urlString() == "http://example.com/search?q=a%2Bb%26c%3Dd%20e%2F%3F&flag")
         #expect(request.queryItems == [URLQueryItem(name: "q", value: "a+b&c=d e/?"), URLQueryItem(name: "flag", value: nil)])
         request.appendQueryItems([URLQueryItem(name: "page", value: "2")])
@@ -156,7 +157,8 @@ struct OptionTests {
 struct OriginRequestTests {
     @Test("the origin's path is a prefix; the path and query are kept as given; a fragment is dropped")
     func examples() throws {
-        let prefixed = APIRequest(.get, origin: URL(string: "https://api.example.com/v1/")!, percentEncodedPathAndQuery: "/users/a%20b?page=2&x=%26#top", headerFields: [:])
+        let prefixed = APIRequest(
+            .get, origin: URL(string: "https://api.example.com/v1/")!, percentEncodedPathAndQuery: "/users/a%20b?page=2&x=%26#top", headerFields: [:])
         #expect(try prefixed.urlString() == "https://api.example.com/v1/users/a%20b?page=2&x=%26")
         let bare = APIRequest(.delete, origin: URL(string: "http://[::1]:8080")!, percentEncodedPathAndQuery: "items", headerFields: [:])
         #expect(try bare.urlString() == "http://[::1]:8080/items")
@@ -170,7 +172,8 @@ struct OriginRequestTests {
         var generator = SplitMix64(seed: seed)
         let alphabet = Array("abcXYZ019-._~!$&'()*+,;=:@/%20%2F?=&")
         for _ in 0..<2_000 {
-            let path = "/" + String((0..<Int.random(in: 0...30, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.filter { $0 != "?" })
+            let path =
+                "/" + String((0..<Int.random(in: 0...30, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.filter { $0 != "?" })
             let query = String((0..<Int.random(in: 0...30, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
             let pathAndQuery = path + (query.isEmpty ? "" : "?" + query)
             let request = APIRequest(.get, origin: URL(string: "http://127.0.0.1:9")!, percentEncodedPathAndQuery: pathAndQuery, headerFields: [:])

@@ -12,18 +12,23 @@ private struct WhoAsked: HTTPLoader {
         for _ in 0..<Int.random(in: 0...3) { await Task.yield() }
         if Task.isCancelled { throw CatenaError(.cancelled, request: request) }
         let who = request.headerFields[apiKey] ?? request.headerFields[.authorization] ?? "nobody"
-        return APIResponse(status: .ok, headerFields: [.cacheControl: "max-age=60", .eTag: "\"1\""],
-                           body: Data("\(who) \(request.percentEncodedPath)".utf8), request: request)
+        return APIResponse(
+            status: .ok, headerFields: [.cacheControl: "max-age=60", .eTag: "\"1\""],
+            body: Data("\(who) \(request.percentEncodedPath)".utf8), request: request)
     }
 }
 
 /// Runs `work` in a task of its own and reports whether it finished within `limit`.
 /// On a hang it calls `unstick` (a reset that frees waiters) and returns without
 /// awaiting the work, so the test fails instead of hanging.
-func finishes(within limit: Duration, unstick: @escaping @Sendable () async -> Void = {},
-              _ work: @escaping @Sendable () async -> Void) async -> Bool {
+func finishes(
+    within limit: Duration, unstick: @escaping @Sendable () async -> Void = {},
+    _ work: @escaping @Sendable () async -> Void
+) async -> Bool {
     let done = Catena.Locked(false)
-    _ = Task { await work(); done.withLock { $0 = true } }
+    _ = Task {
+        await work(); done.withLock { $0 = true }
+    }
     let deadline = ContinuousClock.now + limit
     while ContinuousClock.now < deadline {
         if done.withLock({ $0 }) { return true }
@@ -40,16 +45,20 @@ func finishes(within limit: Duration, unstick: @escaping @Sendable () async -> V
 struct StatefulLoaderStressTests {
     /// One round of `calls` loads from `workers` tasks; about a third are cancelled after
     /// a few yields, and one in 50 workers' steps resets the chain.
-    private static func storm(_ chain: any HTTPLoader, workers: Int = 12, calls: Int = 300,
-                              request: @escaping @Sendable (_ identity: Int, _ path: Int) throws -> APIRequest,
-                              check: @escaping @Sendable (_ identity: Int, _ path: Int, Result<APIResponse, CatenaError>) -> Void) async {
+    private static func storm(
+        _ chain: any HTTPLoader, workers: Int = 12, calls: Int = 300,
+        request: @escaping @Sendable (_ identity: Int, _ path: Int) throws -> APIRequest,
+        check: @escaping @Sendable (_ identity: Int, _ path: Int, Result<APIResponse, CatenaError>) -> Void
+    ) async {
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<workers {
                 group.addTask {
                     for _ in 0..<calls {
                         let identity = Int.random(in: 0..<3), path = Int.random(in: 0..<4)
                         let task = Task { () async -> Result<APIResponse, CatenaError> in
-                            do { return .success(try await chain.load(try request(identity, path))) } catch { return .failure(CatenaError.wrapping(error, request: .placeholder)) }
+                            do { return .success(try await chain.load(try request(identity, path))) } catch {
+                                return .failure(CatenaError.wrapping(error, request: .placeholder))
+                            }
                         }
                         if Int.random(in: 0..<3) == 0 {
                             for _ in 0..<Int.random(in: 0...4) { await Task.yield() }
@@ -71,20 +80,24 @@ struct StatefulLoaderStressTests {
         let chain = guardLoader --> dedupe --> cache --> WhoAsked()
         let wrong = Catena.Locked<[String]>([])
         let finished = await finishes(within: .seconds(120), unstick: { await chain.reset() }) {
-            await Self.storm(chain, request: { identity, path in
-                var request = try APIRequest(.get, urlString: "https://api.example.com/p\(path)",
-                                             headerFields: [apiKey: "key-\(identity)"])
-                request[option: DeduplicateRequest.self] = true
-                return request
-            }, check: { identity, path, result in
-                switch result {
-                case .success(let response):
-                    let body = String(decoding: response.body, as: UTF8.self)
-                    if body != "key-\(identity) /p\(path)" { wrong.withLock { $0.append("key-\(identity) /p\(path) got \(body)") } }
-                case .failure(let error):
-                    if error.code != .cancelled && error.code != .resetInProgress { wrong.withLock { $0.append("\(error)") } }
-                }
-            })
+            await Self.storm(
+                chain,
+                request: { identity, path in
+                    var request = try APIRequest(
+                        .get, urlString: "https://api.example.com/p\(path)",
+                        headerFields: [apiKey: "key-\(identity)"])
+                    request[option: DeduplicateRequest.self] = true
+                    return request
+                },
+                check: { identity, path, result in
+                    switch result {
+                    case .success(let response):
+                        let body = String(decoding: response.body, as: UTF8.self)
+                        if body != "key-\(identity) /p\(path)" { wrong.withLock { $0.append("key-\(identity) /p\(path) got \(body)") } }
+                    case .failure(let error):
+                        if error.code != .cancelled && error.code != .resetInProgress { wrong.withLock { $0.append("\(error)") } }
+                    }
+                })
         }
         #expect(finished, "a call never ended")
         let mistakes = wrong.withLock { $0 }
@@ -110,18 +123,21 @@ struct StatefulLoaderStressTests {
         let chain = guardLoader --> auth --> WhoAsked()
         let wrong = Catena.Locked<[String]>([])
         let finished = await finishes(within: .seconds(120), unstick: { await chain.reset() }) {
-            await Self.storm(chain, request: { _, path in
-                try APIRequest(.get, urlString: "https://api.example.com/p\(path)")
-            }, check: { _, _, result in
-                switch result {
-                case .success(let response):
-                    if !String(decoding: response.body, as: UTF8.self).hasPrefix("Bearer t") {
-                        wrong.withLock { $0.append(String(decoding: response.body, as: UTF8.self)) }
+            await Self.storm(
+                chain,
+                request: { _, path in
+                    try APIRequest(.get, urlString: "https://api.example.com/p\(path)")
+                },
+                check: { _, _, result in
+                    switch result {
+                    case .success(let response):
+                        if !String(decoding: response.body, as: UTF8.self).hasPrefix("Bearer t") {
+                            wrong.withLock { $0.append(String(decoding: response.body, as: UTF8.self)) }
+                        }
+                    case .failure(let error):
+                        if ![.cancelled, .resetInProgress, .authenticationFailed].contains(error.code) { wrong.withLock { $0.append("\(error)") } }
                     }
-                case .failure(let error):
-                    if ![.cancelled, .resetInProgress, .authenticationFailed].contains(error.code) { wrong.withLock { $0.append("\(error)") } }
-                }
-            })
+                })
         }
         #expect(finished, "a call never ended")
         let mistakes = wrong.withLock { $0 }
@@ -134,26 +150,33 @@ struct StatefulLoaderStressTests {
     @Test("Composite routes and Throttle under resets: every call ends on the route it asked for")
     func compositeAndThrottle() async throws {
         let throttle = Throttle(maxInFlight: 2)
-        let chain = ResetGuard() --> Composite([
-            .init(name: "a", loader: throttle --> WhoAsked()) { $0.percentEncodedPath.hasPrefix("/p0") },
-            .init(name: "b", loader: WhoAsked()),
-        ], fallback: WhoAsked())
+        let chain =
+            ResetGuard()
+            --> Composite(
+                [
+                    .init(name: "a", loader: throttle --> WhoAsked()) { $0.percentEncodedPath.hasPrefix("/p0") },
+                    .init(name: "b", loader: WhoAsked()),
+                ], fallback: WhoAsked())
         let wrong = Catena.Locked<[String]>([])
         let finished = await finishes(within: .seconds(120), unstick: { await chain.reset() }) {
-            await Self.storm(chain, request: { identity, path in
-                var request = try APIRequest(.get, urlString: "https://api.example.com/p\(path)",
-                                             headerFields: [.authorization: "Bearer \(identity)"])
-                if path == 3 { request[option: CompositeRoute.self] = "b" }
-                return request
-            }, check: { identity, path, result in
-                switch result {
-                case .success(let response):
-                    let body = String(decoding: response.body, as: UTF8.self)
-                    if body != "Bearer \(identity) /p\(path)" { wrong.withLock { $0.append(body) } }
-                case .failure(let error):
-                    if error.code != .cancelled && error.code != .resetInProgress { wrong.withLock { $0.append("\(error)") } }
-                }
-            })
+            await Self.storm(
+                chain,
+                request: { identity, path in
+                    var request = try APIRequest(
+                        .get, urlString: "https://api.example.com/p\(path)",
+                        headerFields: [.authorization: "Bearer \(identity)"])
+                    if path == 3 { request[option: CompositeRoute.self] = "b" }
+                    return request
+                },
+                check: { identity, path, result in
+                    switch result {
+                    case .success(let response):
+                        let body = String(decoding: response.body, as: UTF8.self)
+                        if body != "Bearer \(identity) /p\(path)" { wrong.withLock { $0.append(body) } }
+                    case .failure(let error):
+                        if error.code != .cancelled && error.code != .resetInProgress { wrong.withLock { $0.append("\(error)") } }
+                    }
+                })
         }
         #expect(finished, "a call never ended")
         let mistakes = wrong.withLock { $0 }

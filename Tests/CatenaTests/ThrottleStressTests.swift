@@ -48,14 +48,16 @@ struct ThrottleStressTests {
     @Test("a slot freed between the first look and joining the queue is taken, not lost")
     func slotFreedInTheGap() async throws {
         let holder = Catena.Locked<Catena.Gate?>(nil)
-        let gate = Catena.Gate(limit: 1, beforeQueueing: {
-            let gate: Catena.Gate? = holder.withLock { value in value }
-            gate?.leave()
-        })
+        let gate = Catena.Gate(
+            limit: 1,
+            beforeQueueing: {
+                let gate: Catena.Gate? = holder.withLock { value in value }
+                gate?.leave()
+            })
         holder.withLock { value in value = gate }
-        #expect(await gate.enter())   // takes the only slot (fast path: no hook)
+        #expect(await gate.enter())  // takes the only slot (fast path: no hook)
         let entered = await withTaskGroup(of: Bool?.self) { group in
-            group.addTask { await gate.enter() }   // no slot; the hook frees it in the gap
+            group.addTask { await gate.enter() }  // no slot; the hook frees it in the gap
             group.addTask {
                 try? await Task.sleep(for: .seconds(10))
                 return nil

@@ -45,10 +45,12 @@ struct TokenAuthTests {
         let latch = Latch()
         let mock = MockTransport()
         let guardLoader = ResetGuard()
-        let chain = guardLoader --> TokenAuth(hosts: ["api.example.com"]) { _ in
-            await latch.wait()
-            return BearerToken(accessToken: "late")
-        } --> mock
+        let chain =
+            guardLoader
+            --> TokenAuth(hosts: ["api.example.com"]) { _ in
+                await latch.wait()
+                return BearerToken(accessToken: "late")
+            } --> mock
         let request = try APIRequest(.get, urlString: "https://api.example.com/me")
         let call = Task { try await chain.load(request) }
         while latch.entered == 0 { try await Task.sleep(for: .milliseconds(5)) }
@@ -149,31 +151,35 @@ struct TokenAuthTests {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let mock = MockTransport()
         mock.respond()
-        let auth = TokenAuth(hosts: ["api.example.com"], token: BearerToken(accessToken: "old", expiresAt: now.addingTimeInterval(-1)),
-                             clock: FixedClock(date: now)) { _ in BearerToken(accessToken: "new") }
+        let auth = TokenAuth(
+            hosts: ["api.example.com"], token: BearerToken(accessToken: "old", expiresAt: now.addingTimeInterval(-1)),
+            clock: FixedClock(date: now)
+        ) { _ in BearerToken(accessToken: "new") }
         _ = try await (auth --> mock).load(try APIRequest(.get, urlString: "https://api.example.com/me"))
         #expect(mock.requests.first?.headerFields[.authorization] == "Bearer new")
     }
 
-    @Test("credentials go to the configured origin only: scheme default port, named port, loopback http", arguments: [
-        // (hosts entry, request URL, outcome): sent, passed on without them, or refused
-        ("api.example.com", "https://api.example.com/me", "sent"),
-        ("api.example.com", "https://api.example.com:443/me", "sent"),
-        ("api.example.com", "https://api.example.com:8443/me", "refused"),
-        ("API.Example.com", "https://api.EXAMPLE.com/me", "sent"),
-        ("api.example.com", "https://evil.example.com/me", "passed"),
-        ("api.example.com:8443", "https://api.example.com:8443/me", "sent"),
-        ("api.example.com:8443", "https://api.example.com/me", "refused"),
-        ("127.0.0.1:8080", "http://127.0.0.1:8080/me", "sent"),
-        ("127.0.0.1:8080", "http://127.0.0.1:9090/me", "refused"),
-        ("127.0.0.1", "http://127.0.0.1/me", "sent"),
-        ("localhost:8080", "http://localhost:8080/me", "sent"),
-        ("[::1]:8080", "http://[::1]:8080/me", "sent"),
-        ("::1", "http://[::1]/me", "sent"),
-        ("api.example.com:0", "https://api.example.com/me", "passed"),
-        ("api.example.com:http", "https://api.example.com/me", "passed"),
-        (":443", "https://api.example.com/me", "passed"),
-    ])
+    @Test(
+        "credentials go to the configured origin only: scheme default port, named port, loopback http",
+        arguments: [
+            // (hosts entry, request URL, outcome): sent, passed on without them, or refused
+            ("api.example.com", "https://api.example.com/me", "sent"),
+            ("api.example.com", "https://api.example.com:443/me", "sent"),
+            ("api.example.com", "https://api.example.com:8443/me", "refused"),
+            ("API.Example.com", "https://api.EXAMPLE.com/me", "sent"),
+            ("api.example.com", "https://evil.example.com/me", "passed"),
+            ("api.example.com:8443", "https://api.example.com:8443/me", "sent"),
+            ("api.example.com:8443", "https://api.example.com/me", "refused"),
+            ("127.0.0.1:8080", "http://127.0.0.1:8080/me", "sent"),
+            ("127.0.0.1:8080", "http://127.0.0.1:9090/me", "refused"),
+            ("127.0.0.1", "http://127.0.0.1/me", "sent"),
+            ("localhost:8080", "http://localhost:8080/me", "sent"),
+            ("[::1]:8080", "http://[::1]:8080/me", "sent"),
+            ("::1", "http://[::1]/me", "sent"),
+            ("api.example.com:0", "https://api.example.com/me", "passed"),
+            ("api.example.com:http", "https://api.example.com/me", "passed"),
+            (":443", "https://api.example.com/me", "passed"),
+        ])
     func origins(entry: String, url: String, outcome: String) async throws {
         let mock = MockTransport()
         mock.respond()
@@ -211,7 +217,8 @@ struct TokenAuthTests {
         #expect(mock.requests.isEmpty)
 
         mock.respond()
-        let allowed = TokenAuth(hosts: ["api.example.com"], allowHTTP: true, token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
+        let allowed =
+            TokenAuth(hosts: ["api.example.com"], allowHTTP: true, token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
         _ = try await allowed.load(try APIRequest(.get, urlString: "http://api.example.com/me"))
         #expect(mock.requests.first?.headerFields[.authorization] == "Bearer t")
     }

@@ -295,10 +295,12 @@ final class RunningLoad: Sendable {
     /// Cancels the load; false if none ran.
     @discardableResult
     func cancel() -> Bool {
-        guard let running = task.withLock({ task in
-            defer { task = nil }
-            return task
-        }) else { return false }
+        guard
+            let running = task.withLock({ task in
+                defer { task = nil }
+                return task
+            })
+        else { return false }
         running.cancel()
         return true
     }

@@ -56,7 +56,8 @@ public struct Client: Sendable {
         } catch let error as CatenaError {
             throw error
         } catch {
-            throw CatenaError(.decodingFailed, request: response.request, response: response, underlyingError: error, detail: "\(E.self) could not read the response")
+            throw CatenaError(
+                .decodingFailed, request: response.request, response: response, underlyingError: error, detail: "\(E.self) could not read the response")
         }
     }
 

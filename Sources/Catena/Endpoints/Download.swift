@@ -70,7 +70,7 @@ package final class DownloadWriter {
             .appendingPathComponent(".\(destination.file.lastPathComponent).\(UUID().uuidString).part")
         self.total = expectedLength
         guard FileManager.default.createFile(atPath: partial.path, contents: nil),
-              let handle = try? FileHandle(forWritingTo: partial)
+            let handle = try? FileHandle(forWritingTo: partial)
         else {
             throw CatenaError(.invalidRequest, request: request, detail: "cannot write the download to \(destination.file.path)")
         }

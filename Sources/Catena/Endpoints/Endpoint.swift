@@ -139,8 +139,9 @@ extension StringEndpoint {
         let charset = response.headerFields[.contentType].flatMap(MediaType.init)?.charset ?? "utf-8"
         guard let encoding = MediaType.encoding(forCharset: charset) else {
             if let text = String(data: response.body, encoding: .utf8) { return text }
-            throw CatenaError(.decodingFailed, request: response.request, response: response,
-                              detail: "the body's charset \"\(charset.prefix(64))\" is not one Catena decodes, and the body is not UTF-8")
+            throw CatenaError(
+                .decodingFailed, request: response.request, response: response,
+                detail: "the body's charset \"\(charset.prefix(64))\" is not one Catena decodes, and the body is not UTF-8")
         }
         guard let text = String(data: response.body, encoding: encoding) else {
             throw CatenaError(.decodingFailed, request: response.request, response: response, detail: "the body is not \(charset) text")

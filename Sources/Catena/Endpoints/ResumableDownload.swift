@@ -41,7 +41,7 @@ extension Client {
                 do throws(CatenaError) {
                     try await download.fetch(request, endpoint: endpoint, loader: loader, report: report)
                     return endpoint.destination
-                } catch where continued < policy.attempts && download.canResume && ResumableFile.isInterruption(error) {
+                } catch  where continued < policy.attempts && download.canResume && ResumableFile.isInterruption(error) {
                     continued += 1
                     do {
                         try await Task.sleep(for: policy.delay)
@@ -111,8 +111,8 @@ struct ResumableFile {
     /// there are no bytes on disk, or no record that they came from this request.
     var resumePoint: (offset: Int64, record: Record)? {
         guard let data = FileManager.default.contents(atPath: recordFile.path),
-              let record = try? JSONDecoder().decode(Record.self, from: data), record.request == requestKey, !record.validator.isEmpty,
-              let size = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber, size.int64Value > 0
+            let record = try? JSONDecoder().decode(Record.self, from: data), record.request == requestKey, !record.validator.isEmpty,
+            let size = try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber, size.int64Value > 0
         else { return nil }
         return (size.int64Value, record)
     }
@@ -125,8 +125,10 @@ struct ResumableFile {
     /// Requests until the file is in place: from the bytes on disk when they can be
     /// resumed, at once again after a 206 the server cut short on purpose, and from 0
     /// (once) when what is on disk cannot be continued.
-    mutating func fetch<E: Endpoint>(_ base: APIRequest, endpoint: E, loader: any HTTPLoader,
-                                     report: @Sendable (TransferProgress) -> Void) async throws(CatenaError) {
+    mutating func fetch<E: Endpoint>(
+        _ base: APIRequest, endpoint: E, loader: any HTTPLoader,
+        report: @Sendable (TransferProgress) -> Void
+    ) async throws(CatenaError) {
         var startedOver = false
         while true {
             switch try await fetchOnce(base, endpoint: endpoint, loader: loader, report: report) {
@@ -144,8 +146,10 @@ struct ResumableFile {
     }
 
     /// One request.
-    private func fetchOnce<E: Endpoint>(_ base: APIRequest, endpoint: E, loader: any HTTPLoader,
-                                        report: @Sendable (TransferProgress) -> Void) async throws(CatenaError) -> Outcome {
+    private func fetchOnce<E: Endpoint>(
+        _ base: APIRequest, endpoint: E, loader: any HTTPLoader,
+        report: @Sendable (TransferProgress) -> Void
+    ) async throws(CatenaError) -> Outcome {
         var request = base
         // Byte ranges count the bytes as stored: a compressed transfer would count others.
         if request.headerFields[.acceptEncoding] == nil { request.headerFields[.acceptEncoding] = "identity" }
@@ -202,9 +206,9 @@ struct ResumableFile {
             // If-Range is the server's promise, not a check: a proxy or server that
             // ignores it sends a range of another version. Everything must match.
             guard let resume, !encoded, let range = Self.contentRange(response.headerFields[.contentRange]),
-                  range.start == offset, let total = range.total,
-                  resume.record.total.map({ $0 == total }) ?? true,
-                  validator == resume.record.validator, Self.origin(of: response.request) == resume.record.origin
+                range.start == offset, let total = range.total,
+                resume.record.total.map({ $0 == total }) ?? true,
+                validator == resume.record.validator, Self.origin(of: response.request) == resume.record.origin
             else {
                 response.body.cancel()
                 discard()
@@ -212,7 +216,7 @@ struct ResumableFile {
             }
             return try await write(response, from: offset, through: range.last, total: total, report: report)
         }
-        discard()   // a whole new body: what was on disk is not part of it
+        discard()  // a whole new body: what was on disk is not part of it
         let total = encoded ? nil : response.headerFields[.contentLength].flatMap { Int64($0) }
         if !encoded, let validator {
             let record = Record(request: requestKey, origin: Self.origin(of: response.request), validator: validator, total: total)
@@ -227,8 +231,10 @@ struct ResumableFile {
 
     /// Appends the body to the partial file from `start` (for a 206, up to byte
     /// `last`), then moves the file into place once it is whole.
-    private func write(_ response: StreamedResponse, from start: Int64, through last: Int64?, total: Int64?,
-                       report: @Sendable (TransferProgress) -> Void) async throws(CatenaError) -> Outcome {
+    private func write(
+        _ response: StreamedResponse, from start: Int64, through last: Int64?, total: Int64?,
+        report: @Sendable (TransferProgress) -> Void
+    ) async throws(CatenaError) -> Outcome {
         let request = response.request
         if start == 0 { _ = FileManager.default.createFile(atPath: partial.path, contents: nil) }
         guard let handle = try? FileHandle(forWritingTo: partial) else {
@@ -305,7 +311,8 @@ struct ResumableFile {
         guard halves.count == 2 else { return nil }
         let bounds = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard bounds.count == 2, bounds.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
-              let first = Int64(bounds[0]), let last = Int64(bounds[1]), first <= last else { return nil }
+            let first = Int64(bounds[0]), let last = Int64(bounds[1]), first <= last
+        else { return nil }
         if halves[1] == "*" { return (first, last, nil) }
         guard halves[1].allSatisfy({ $0.isASCII && $0.isNumber }), let total = Int64(halves[1]), last < total else { return nil }
         return (first, last, total)

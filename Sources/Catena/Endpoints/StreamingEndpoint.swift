@@ -101,7 +101,7 @@ extension Client {
         do {
             do {
                 try endpoint.validate(head)
-            } catch where !(200..<300).contains(response.status.code) {
+            } catch  where !(200..<300).contains(response.status.code) {
                 // Refused: read the start of the body so the error carries the API's
                 // error body (validate sees it too, as `send` would show it).
                 head = await Self.problem(of: response)
@@ -113,8 +113,9 @@ extension Client {
         } catch {
             response.body.cancel()
             if let error = error as? CatenaError { throw error }
-            throw CatenaError(.decodingFailed, request: response.request, response: head, underlyingError: error,
-                              detail: "\(E.self) could not read the response")
+            throw CatenaError(
+                .decodingFailed, request: response.request, response: head, underlyingError: error,
+                detail: "\(E.self) could not read the response")
         }
     }
 

@@ -47,7 +47,7 @@ public struct APIRequest: Sendable {
         // address and the URL assembly adds them back.
         self.host = components?.host.flatMap { host in
             let bare = host.hasPrefix("[") && host.hasSuffix("]") && host.count >= 2 ? String(host.dropFirst().dropLast()) : host
-            return bare.isEmpty ? nil : bare   // "https://[]" has no host
+            return bare.isEmpty ? nil : bare  // "https://[]" has no host
         }
         self.port = components?.port
         self.percentEncodedPath = components?.percentEncodedPath ?? ""
@@ -77,7 +77,9 @@ public struct APIRequest: Sendable {
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` naming a path component that is
     ///   empty, "." or "..": those would change the shape of the path.
-    public init(_ method: HTTPRequest.Method = .get, path: [String], query: [URLQueryItem] = [], headerFields: HTTPFields = [:], body: Body = .empty) throws(CatenaError) {
+    public init(
+        _ method: HTTPRequest.Method = .get, path: [String], query: [URLQueryItem] = [], headerFields: HTTPFields = [:], body: Body = .empty
+    ) throws(CatenaError) {
         self.init(blank: method, headerFields: headerFields, body: body)
         try appendPath(path)
         appendQueryItems(query)
@@ -109,7 +111,9 @@ public struct APIRequest: Sendable {
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` when the base URL is not absolute
     ///   http(s) with a host, or a path component is empty, "." or "..".
-    public init(_ method: HTTPRequest.Method = .get, baseURL: URL, path: [String], query: [URLQueryItem] = [], headerFields: HTTPFields = [:], body: Body = .empty) throws(CatenaError) {
+    public init(
+        _ method: HTTPRequest.Method = .get, baseURL: URL, path: [String], query: [URLQueryItem] = [], headerFields: HTTPFields = [:], body: Body = .empty
+    ) throws(CatenaError) {
         self.init(method, url: baseURL, headerFields: headerFields, body: body)
         try validateAbsolute()
         if percentEncodedPath.hasSuffix("/") { percentEncodedPath.removeLast() }
@@ -224,7 +228,9 @@ public struct APIRequest: Sendable {
         let validHost =
             host.contains(":")
             ? host.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
-            : host.unicodeScalars.allSatisfy { !$0.properties.isWhitespace && $0.value > 0x20 && $0.value != 0x7F && !"/?#@\\<>\"{}|^`%[]:".unicodeScalars.contains($0) }
+            : host.unicodeScalars.allSatisfy {
+                !$0.properties.isWhitespace && $0.value > 0x20 && $0.value != 0x7F && !"/?#@\\<>\"{}|^`%[]:".unicodeScalars.contains($0)
+            }
         guard validHost else {
             throw CatenaError(.invalidRequest, request: self, detail: "host \"\(host)\" contains characters a host name cannot have")
         }

@@ -46,8 +46,9 @@ public struct APIResponse: Sendable {
         do {
             return try decoder.decode(Value.self, from: body)
         } catch {
-            throw CatenaError(.decodingFailed, request: request, response: self, underlyingError: error,
-                              detail: "\(Value.self) from \(body.count) bytes of \(headerFields[.contentType] ?? "unknown content type")")
+            throw CatenaError(
+                .decodingFailed, request: request, response: self, underlyingError: error,
+                detail: "\(Value.self) from \(body.count) bytes of \(headerFields[.contentType] ?? "unknown content type")")
         }
     }
 }

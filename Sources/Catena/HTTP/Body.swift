@@ -35,8 +35,10 @@ extension APIRequest {
         /// A body read from a stream that `open` creates afresh for every attempt, so a
         /// retry never sends an exhausted stream. Transports that stream
         /// (AsyncHTTPClient) send it chunk by chunk; others collect it first.
-        public static func stream(length: Int64?, contentType: String = "application/octet-stream",
-                                  open: @escaping @Sendable () throws -> AsyncThrowingStream<Data, any Error>) -> Body {
+        public static func stream(
+            length: Int64?, contentType: String = "application/octet-stream",
+            open: @escaping @Sendable () throws -> AsyncThrowingStream<Data, any Error>
+        ) -> Body {
             Body(kind: "stream", contentType: contentType, length: length, open: open)
         }
 

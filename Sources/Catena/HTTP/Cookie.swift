@@ -49,8 +49,9 @@ public struct Cookie: Sendable, Hashable {
     }
 
     static func isIPAddress(_ host: String) -> Bool {
-        host.contains(":") || (!host.isEmpty && host.split(separator: ".", omittingEmptySubsequences: false).count == 4
-            && host.allSatisfy { $0 == "." || $0.isASCII && $0.isNumber })
+        host.contains(":")
+            || (!host.isEmpty && host.split(separator: ".", omittingEmptySubsequences: false).count == 4
+                && host.allSatisfy { $0 == "." || $0.isASCII && $0.isNumber })
     }
 }
 
@@ -78,7 +79,8 @@ struct SetCookie: Equatable {
         name = pair[..<equals].trimmingCharacters(in: .whitespaces)
         value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty, name.utf8.count + value.utf8.count <= Self.sizeLimit,
-              !(name + value).unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
+            !(name + value).unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else { return nil }
         for part in parts {
             let equals = part.firstIndex(of: "=")
             let key = (equals.map { part[..<$0] } ?? part[...]).trimmingCharacters(in: .whitespaces).lowercased()

@@ -62,8 +62,10 @@ public struct FormEncoder: Sendable {
     public var bools: BoolEncoding
 
     /// An encoder; the defaults are the most common server conventions.
-    public init(arrays: ArrayEncoding = .brackets, nesting: NestingEncoding = .brackets,
-                dates: DateEncoding = .iso8601, bools: BoolEncoding = .literal) {
+    public init(
+        arrays: ArrayEncoding = .brackets, nesting: NestingEncoding = .brackets,
+        dates: DateEncoding = .iso8601, bools: BoolEncoding = .literal
+    ) {
         self.arrays = arrays
         self.nesting = nesting
         self.dates = dates
@@ -79,7 +81,8 @@ public struct FormEncoder: Sendable {
         let root = NodeBox()
         try FormValueEncoder(options: self, box: root, codingPath: []).encode(value)
         guard case .object(let fields) = root.node else {
-            throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "a form or query needs named fields: encode a struct or a dictionary"))
+            throw EncodingError.invalidValue(
+                value, .init(codingPath: [], debugDescription: "a form or query needs named fields: encode a struct or a dictionary"))
         }
         var pairs: [(name: String, value: String)] = []
         for (key, node) in fields { try flatten(node, name: key, into: &pairs, path: [key]) }
@@ -114,7 +117,8 @@ public struct FormEncoder: Sendable {
                     case .value(let text): texts.append(text)
                     case .absent: continue
                     default:
-                        throw EncodingError.invalidValue(name, .init(codingPath: [], debugDescription: "\(path.joined(separator: ".")): a comma-separated array holds plain values only"))
+                        throw EncodingError.invalidValue(
+                            name, .init(codingPath: [], debugDescription: "\(path.joined(separator: ".")): a comma-separated array holds plain values only"))
                     }
                 }
                 pairs.append((name, texts.joined(separator: ",")))
@@ -125,14 +129,17 @@ public struct FormEncoder: Sendable {
 
 extension APIRequest {
     /// A relative request whose query items are `query` encoded by `encoder`.
-    public init(_ method: HTTPRequest.Method = .get, path: [String], query: some Encodable, encoder: FormEncoder = FormEncoder(),
-                headerFields: HTTPFields = [:], body: Body = .empty) throws(CatenaError) {
+    public init(
+        _ method: HTTPRequest.Method = .get, path: [String], query: some Encodable, encoder: FormEncoder = FormEncoder(),
+        headerFields: HTTPFields = [:], body: Body = .empty
+    ) throws(CatenaError) {
         try self.init(method, path: path, headerFields: headerFields, body: body)
         do {
             appendQueryItems(try encoder.encode(query).map { URLQueryItem(name: $0.name, value: $0.value) })
         } catch {
-            throw CatenaError(.invalidRequest, request: self, underlyingError: error,
-                              detail: "the query (\(type(of: query))) does not encode: \(error)")
+            throw CatenaError(
+                .invalidRequest, request: self, underlyingError: error,
+                detail: "the query (\(type(of: query))) does not encode: \(error)")
         }
     }
 }

@@ -44,8 +44,8 @@ package enum HTTPDate {
     /// "Sun, 06 Nov 1994 08:49:37 GMT"
     private static func imfFixdate(_ r: inout Reader) -> Date? {
         guard r.word(in: shortDays) != nil, r.literal(","), r.literal(" "),
-              let day = r.digits(2), r.literal(" "), let month = r.word(in: monthNames), r.literal(" "),
-              let year = r.digits(4), r.literal(" "), let time = r.time(), r.literal(" "), r.literal("GMT"), r.atEnd
+            let day = r.digits(2), r.literal(" "), let month = r.word(in: monthNames), r.literal(" "),
+            let year = r.digits(4), r.literal(" "), let time = r.time(), r.literal(" "), r.literal("GMT"), r.atEnd
         else { return nil }
         return date(year: year, month: month + 1, day: day, time: time)
     }
@@ -53,8 +53,8 @@ package enum HTTPDate {
     /// "Sunday, 06-Nov-94 08:49:37 GMT"
     private static func rfc850(_ r: inout Reader) -> Date? {
         guard r.word(in: longDays) != nil, r.literal(","), r.literal(" "),
-              let day = r.digits(2), r.literal("-"), let month = r.word(in: monthNames), r.literal("-"),
-              let shortYear = r.digits(2), r.literal(" "), let time = r.time(), r.literal(" "), r.literal("GMT"), r.atEnd
+            let day = r.digits(2), r.literal("-"), let month = r.word(in: monthNames), r.literal("-"),
+            let shortYear = r.digits(2), r.literal(" "), let time = r.time(), r.literal(" "), r.literal("GMT"), r.atEnd
         else { return nil }
         // RFC 9110: a two-digit year that looks more than 50 years ahead is in the past century.
         let thisYear = civil(fromDays: Int64(Date().timeIntervalSince1970 / 86_400)).year
@@ -82,7 +82,7 @@ package enum HTTPDate {
 
     private static func date(year: Int, month: Int, day: Int, time: (hour: Int, minute: Int, second: Int)) -> Date? {
         guard (1...9999).contains(year), (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-              (0...23).contains(time.hour), (0...59).contains(time.minute), (0...60).contains(time.second)
+            (0...23).contains(time.hour), (0...59).contains(time.minute), (0...60).contains(time.second)
         else { return nil }
         let days = self.days(fromYear: Int64(year), month: Int64(month), day: Int64(day))
         // A leap second (":60") is read as the last second of its minute.

@@ -42,8 +42,8 @@ struct MediaType: Sendable, Equatable {
             guard scalars[index] == ";" else { break }
             index += 1
             skipSpace()
-            if index == scalars.count { break }            // a trailing ";"
-            if scalars[index] == ";" { continue }          // an empty parameter
+            if index == scalars.count { break }  // a trailing ";"
+            if scalars[index] == ";" { continue }  // an empty parameter
             let name = token().lowercased()
             guard !name.isEmpty, index < scalars.count, scalars[index] == "=" else { break }
             index += 1

@@ -42,8 +42,9 @@ public struct Redaction: Sendable, Equatable, RequestOption {
 
     /// The default redaction plus these names.
     public static func adding(headers: [HTTPField.Name] = [], queryItems: [String] = []) -> Redaction {
-        Redaction(headerNames: Redaction.default.headerNames.union(headers),
-                  queryNames: Redaction.default.queryNames.union(queryItems))
+        Redaction(
+            headerNames: Redaction.default.headerNames.union(headers),
+            queryNames: Redaction.default.queryNames.union(queryItems))
     }
 
     /// The option's value until a loader or the caller sets one: ``default``.
@@ -105,7 +106,7 @@ public struct Redaction: Sendable, Equatable, RequestOption {
         let query = text[text.index(after: questionMark)...]
         result += query.split(separator: "&", omittingEmptySubsequences: false).map { pair in
             guard let equals = pair.firstIndex(of: "="),
-                  isSecretQueryItem(PercentEncoding.decode(pair[..<equals]) ?? String(pair[..<equals]))
+                isSecretQueryItem(PercentEncoding.decode(pair[..<equals]) ?? String(pair[..<equals]))
             else { return String(pair) }
             return pair[...equals] + Self.placeholder
         }.joined(separator: "&")

@@ -69,12 +69,14 @@ struct CredentialScope: Sendable {
             // Most likely a configuration that predates ports: say so rather than send
             // the request without credentials and leave a bare 401 to puzzle over.
             let configured = sameHost.map { String($0.port ?? defaultPort) }.sorted().joined(separator: ", ")
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "\(loader) holds credentials for \(host) on port \(configured), not \(port): name \"\(host):\(port)\" in its hosts to send them there")
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "\(loader) holds credentials for \(host) on port \(configured), not \(port): name \"\(host):\(port)\" in its hosts to send them there")
         }
         if scheme == "http", !allowsHTTP, !Self.isLoopback(host) {
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "\(loader) will not send credentials to \(host) over plain http: use https, or allowHTTP: true")
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "\(loader) will not send credentials to \(host) over plain http: use https, or allowHTTP: true")
         }
         return .send
     }

@@ -47,7 +47,8 @@ public struct Composite: HTTPLoader {
     private func loader(for request: APIRequest) throws(CatenaError) -> any HTTPLoader {
         if let name = request[option: CompositeRoute.self] {
             guard let route = routes.first(where: { $0.name == name }) else {
-                throw CatenaError(.invalidRequest, request: request, detail: "no composite route named \"\(name)\" (routes: \(routes.map(\.name).joined(separator: ", ")))")
+                throw CatenaError(
+                    .invalidRequest, request: request, detail: "no composite route named \"\(name)\" (routes: \(routes.map(\.name).joined(separator: ", ")))")
             }
             return route.loader
         }

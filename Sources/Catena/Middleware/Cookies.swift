@@ -69,7 +69,7 @@ public final class CookieJar: Sendable {
                     kept.created = cookies[existing].created
                     cookies.remove(at: existing)
                 }
-                if let expires = kept.expires, expires <= now { continue }   // an expiry in the past deletes
+                if let expires = kept.expires, expires <= now { continue }  // an expiry in the past deletes
                 cookies.append(kept)
                 Self.evict(&cookies, domain: kept.domain, now: now)
             }
@@ -82,7 +82,7 @@ public final class CookieJar: Sendable {
     }
 
     private static func cookie(_ set: SetCookie, host: String, secure: Bool, requestPath: String, now: Date) -> Cookie? {
-        if set.secure && !secure { return nil }   // RFC 6265bis: only a secure origin sets a Secure cookie
+        if set.secure && !secure { return nil }  // RFC 6265bis: only a secure origin sets a Secure cookie
         var domain = host, hostOnly = true
         if let attribute = set.domain {
             if PublicSuffixes.contains(attribute) {
@@ -93,14 +93,16 @@ public final class CookieJar: Sendable {
                 hostOnly = false
             }
         }
-        let expires: Date? = if let maxAge = set.maxAge {
-            maxAge <= 0 ? .distantPast : now.addingTimeInterval(TimeInterval(maxAge))
-        } else {
-            set.expires
-        }
-        return Cookie(name: set.name, value: set.value, domain: domain, hostOnly: hostOnly,
-                      path: set.path ?? Cookie.defaultPath(requestPath), secure: set.secure, httpOnly: set.httpOnly,
-                      expires: expires, created: now)
+        let expires: Date? =
+            if let maxAge = set.maxAge {
+                maxAge <= 0 ? .distantPast : now.addingTimeInterval(TimeInterval(maxAge))
+            } else {
+                set.expires
+            }
+        return Cookie(
+            name: set.name, value: set.value, domain: domain, hostOnly: hostOnly,
+            path: set.path ?? Cookie.defaultPath(requestPath), secure: set.secure, httpOnly: set.httpOnly,
+            expires: expires, created: now)
     }
 
     /// Drops expired cookies, then the oldest of `domain` past its limit, then the oldest past the total.
@@ -163,8 +165,9 @@ public struct Cookies: HTTPMiddleware {
 
     private func withCookies(_ request: APIRequest) throws(CatenaError) -> APIRequest {
         guard request.host != nil else {
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "Cookies needs the request's host: put it below ApplyEnvironment in the chain")
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "Cookies needs the request's host: put it below ApplyEnvironment in the chain")
         }
         guard let field = jar.cookieField(for: request) else { return request }
         var request = request

@@ -25,7 +25,8 @@ public struct Deduplicate: HTTPMiddleware {
         try requireAbsolute(request, loader: "Deduplicate")
         // A download writes to its own file: never shared.
         guard request.method == .get, request[option: DeduplicateRequest.self], request[option: DownloadDestination.self] == nil,
-              let key = try? key(for: request) else {
+            let key = try? key(for: request)
+        else {
             return try await next.load(request)
         }
         return try await table.join(key: key, request: request) { await next.result(for: request) }.get()

@@ -127,7 +127,8 @@ public struct HTTPCache: HTTPMiddleware {
         try requireAbsolute(request, loader: "HTTPCache")
         let streamed = try await next.stream(request)
         if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(streamed.status.code),
-           let address = try? request.urlString() {
+            let address = try? request.urlString()
+        {
             store.removeAll(forAddress: address)
         }
         return streamed
@@ -207,7 +208,8 @@ struct CacheEntry: Sendable {
     init?(response: APIResponse, request: APIRequest, receivedAt: Date) {
         let directives = CacheControl(response.headerFields[.cacheControl])
         guard Self.cacheableStatuses.contains(response.status.code), !directives.noStore,
-              !CacheControl(request.headerFields[.cacheControl]).noStore else { return nil }
+            !CacheControl(request.headerFields[.cacheControl]).noStore
+        else { return nil }
         if request.carriesCredentials, !directives.isPublic { return nil }
         var varying: [HTTPField.Name: String] = [:]
         for name in (response.headerFields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
@@ -244,7 +246,7 @@ struct CacheEntry: Sendable {
     static func lifetime(of fields: HTTPFields, directives: CacheControl, receivedAt: Date) -> TimeInterval {
         if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
         if let expires = fields[.expires] {
-            guard let expiry = HTTPDate.parse(expires) else { return 0 }   // an invalid Expires means "already expired"
+            guard let expiry = HTTPDate.parse(expires) else { return 0 }  // an invalid Expires means "already expired"
             let date = fields[.date].flatMap(HTTPDate.parse) ?? receivedAt
             return max(0, expiry.timeIntervalSince(date))
         }

@@ -29,8 +29,10 @@ public struct LogMiddleware: HTTPMiddleware {
 
     /// A log loader. The defaults log at `.debug`, headers included, with
     /// ``Redaction/default``, without `curl` commands.
-    public init(logger: Logger, level: Logger.Level = .debug, redaction: Redaction = .default, logsHeaders: Bool = true,
-                logsCurlCommands: Bool = false) {
+    public init(
+        logger: Logger, level: Logger.Level = .debug, redaction: Redaction = .default, logsHeaders: Bool = true,
+        logsCurlCommands: Bool = false
+    ) {
         self.logger = logger
         self.level = level
         self.redaction = redaction
@@ -50,8 +52,10 @@ public struct LogMiddleware: HTTPMiddleware {
         do {
             let response = try await next.load(request)
             let elapsed = ContinuousClock.now - start
-            logger.log(level: level, "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
-                       metadata: headers(response.headerFields, redaction))
+            logger.log(
+                level: level,
+                "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
+                metadata: headers(response.headerFields, redaction))
             return response
         } catch {
             let elapsed = ContinuousClock.now - start
@@ -97,8 +101,10 @@ extension LogMiddleware {
             logger.log(level: level.oneHigher, "✗ \(target): \(Self.summary(error)) (\((ContinuousClock.now - start).formattedMilliseconds))")
             throw error
         }
-        logger.log(level: level, "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))",
-                   metadata: headers(streamed.headerFields, redaction))
+        logger.log(
+            level: level,
+            "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))",
+            metadata: headers(streamed.headerFields, redaction))
         let logger = logger, level = level
         streamed.body.whenEnded { bytes, error in
             let elapsed = (ContinuousClock.now - start).formattedMilliseconds

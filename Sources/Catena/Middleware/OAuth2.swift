@@ -21,8 +21,10 @@ public struct OAuth2PasswordFlow: Sendable {
     private let loader: any HTTPLoader
     private let clock: any RetryClock
 
-    public init(tokenURL: URL, clientID: String? = nil, username: String, password: String, loader: any HTTPLoader,
-                extraParameters: [(name: String, value: String)] = [], clock: any RetryClock = SystemRetryClock()) {
+    public init(
+        tokenURL: URL, clientID: String? = nil, username: String, password: String, loader: any HTTPLoader,
+        extraParameters: [(name: String, value: String)] = [], clock: any RetryClock = SystemRetryClock()
+    ) {
         self.tokenURL = tokenURL
         self.clientID = clientID
         self.extraParameters = extraParameters
@@ -56,7 +58,8 @@ public struct OAuth2PasswordFlow: Sendable {
         if let clientID { fields.append((name: "client_id", value: clientID)) }
         let request = APIRequest(.post, url: tokenURL, headerFields: [.accept: "application/json"], body: .form(fields))
         let token = try await loader.load(request).validateStatus().decode(TokenResponse.self)
-        return BearerToken(accessToken: token.access_token, refreshToken: token.refresh_token,
-                           expiresAt: token.expires_in.map { clock.now().addingTimeInterval($0) })
+        return BearerToken(
+            accessToken: token.access_token, refreshToken: token.refresh_token,
+            expiresAt: token.expires_in.map { clock.now().addingTimeInterval($0) })
     }
 }

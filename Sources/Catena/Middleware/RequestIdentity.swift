@@ -40,7 +40,8 @@ extension APIRequest {
         let redaction = Redaction.effective(for: self)
         let bound = self[option: OriginBoundHeaders.self]
         return headerFields.compactMap { field in
-            let speaks = field.name == .authorization || field.name == .proxyAuthorization || field.name == .cookie
+            let speaks =
+                field.name == .authorization || field.name == .proxyAuthorization || field.name == .cookie
                 || redaction.isSecretHeader(field.name) || bound.contains(field.name)
             return speaks ? field.name.canonicalName + ": " + field.value : nil
         }

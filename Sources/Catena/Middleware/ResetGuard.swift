@@ -1,4 +1,3 @@
-
 /// Makes `await chain.reset()` a clean cut: it cancels every request in flight through
 /// this loader, waits for them to finish, resets the rest of the chain, and meanwhile
 /// fails new requests with ``CatenaError/Code/resetInProgress``.

@@ -116,8 +116,10 @@ public struct Retry: HTTPMiddleware {
     ///   - strategy: which failures are retried, how often, and how long to wait.
     ///   - clock: what to wait on; inject a virtual clock in tests.
     ///   - random: returns a value in `0...upperBound`; for jitter.
-    public init(_ strategy: RetryStrategy = .standard, clock: any RetryClock = SystemRetryClock(),
-                random: @escaping @Sendable (_ upperBound: Double) -> Double = { Double.random(in: 0...$0) }) {
+    public init(
+        _ strategy: RetryStrategy = .standard, clock: any RetryClock = SystemRetryClock(),
+        random: @escaping @Sendable (_ upperBound: Double) -> Double = { Double.random(in: 0...$0) }
+    ) {
         self.strategy = strategy
         self.clock = clock
         self.random = random
@@ -139,7 +141,8 @@ public struct Retry: HTTPMiddleware {
                 reason = .status(response.status.code)
             } catch {
                 let code = error.code
-                let retryable = retriesMethod && code != .cancelled && code != .resetInProgress
+                let retryable =
+                    retriesMethod && code != .cancelled && code != .resetInProgress
                     && (strategy.errorCodes.contains(code) || (code == .unacceptableStatus && error.response != nil))
                 guard retryable else { throw error }
                 if code == .unacceptableStatus, let response = error.response {

@@ -31,7 +31,9 @@ public struct ServerEnvironment: Sendable, RequestOption {
     }
 
     /// An environment from its parts.
-    public init(scheme: String = "https", host: String, port: Int? = nil, pathPrefix: String = "", headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = []) {
+    public init(
+        scheme: String = "https", host: String, port: Int? = nil, pathPrefix: String = "", headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = []
+    ) {
         self.scheme = scheme.lowercased()
         self.host = host
         self.port = port
@@ -56,8 +58,8 @@ public struct ServerEnvironment: Sendable, RequestOption {
         let components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false)
         if let encodedUser = components?.percentEncodedUser {
             guard let user = components?.user, components?.percentEncodedPassword == nil || components?.password != nil,
-                  !encodedUser.isEmpty || components?.percentEncodedPassword != nil,
-                  scheme == "https" || CredentialScope.isLoopback(host.lowercased())
+                !encodedUser.isEmpty || components?.percentEncodedPassword != nil,
+                scheme == "https" || CredentialScope.isLoopback(host.lowercased())
             else { return nil }
             if headerFields[.authorization] == nil {
                 headerFields[.authorization] = BasicCredentials(user: user, password: components?.password ?? "").headerValue
@@ -65,8 +67,9 @@ public struct ServerEnvironment: Sendable, RequestOption {
         }
         let given = Set(queryItems.map(\.name))
         let fromURL = parsed.queryItems.filter { !given.contains($0.name) }
-        self.init(scheme: scheme, host: host, port: parsed.port, pathPrefix: parsed.percentEncodedPath,
-                  headerFields: headerFields, queryItems: fromURL + queryItems)
+        self.init(
+            scheme: scheme, host: host, port: parsed.port, pathPrefix: parsed.percentEncodedPath,
+            headerFields: headerFields, queryItems: fromURL + queryItems)
     }
 
     /// The environment as a request option; `nil` (the default) means "the chain's".
@@ -105,8 +108,9 @@ public struct ServerEnvironment: Sendable, RequestOption {
 /// work above ApplyEnvironment, and saying so beats silently doing nothing.
 func requireAbsolute(_ request: APIRequest, loader: String) throws(CatenaError) {
     guard request.host == nil else { return }
-    throw CatenaError(.invalidRequest, request: request,
-                      detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
+    throw CatenaError(
+        .invalidRequest, request: request,
+        detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
 }
 
 /// Sends relative requests to a ``ServerEnvironment``; a request whose

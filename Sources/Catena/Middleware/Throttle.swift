@@ -1,4 +1,3 @@
-
 /// Per-request opt-out of a ``Throttle``: a request with this option set to `true`
 /// goes straight through.
 public enum BypassThrottle: RequestOption {

@@ -48,8 +48,10 @@ public struct TokenAuth: HTTPMiddleware {
     ///   - clock: the time, for expiry.
     ///   - refresh: gets a new token, given the one that stopped working (nil when
     ///     there was none). Called by one request at a time.
-    public init(hosts: Set<String>, allowHTTP: Bool = false, token: BearerToken? = nil, leeway: Duration = .seconds(5), clock: any RetryClock = SystemRetryClock(),
-                refresh: @escaping @Sendable (_ current: BearerToken?) async throws -> BearerToken) {
+    public init(
+        hosts: Set<String>, allowHTTP: Bool = false, token: BearerToken? = nil, leeway: Duration = .seconds(5), clock: any RetryClock = SystemRetryClock(),
+        refresh: @escaping @Sendable (_ current: BearerToken?) async throws -> BearerToken
+    ) {
         self.hosts = Set(hosts.map { $0.lowercased() })
         self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
         self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
@@ -73,7 +75,7 @@ public struct TokenAuth: HTTPMiddleware {
         do {
             let response = try await next.load(authorized)
             guard response.status == .unauthorized else { return response }
-        } catch where error.response?.status == .unauthorized {
+        } catch  where error.response?.status == .unauthorized {
             // A validating loader below turned the 401 into an error: refresh all the same.
         }
         let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch, for: request) }

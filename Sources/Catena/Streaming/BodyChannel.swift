@@ -108,8 +108,10 @@ package final class BodyChannel: Sendable {
     package func offer(_ chunk: Data) -> Bool {
         guard !chunk.isEmpty else { return true }
         if state.withLock({ $0.end == nil && $0.buffered + chunk.count > overflowLimit }) {
-            terminate(with: CatenaError(.invalidResponse, request: request,
-                                        detail: "the reader fell more than \(overflowLimit) bytes behind the transfer, which this transport cannot pause"))
+            terminate(
+                with: CatenaError(
+                    .invalidResponse, request: request,
+                    detail: "the reader fell more than \(overflowLimit) bytes behind the transfer, which this transport cannot pause"))
             return false
         }
         let (reader, room) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Bool) in
@@ -136,10 +138,11 @@ package final class BodyChannel: Sendable {
 
     /// The producer's end: nil for a complete body, else the error.
     package func finish(_ error: CatenaError? = nil) {
-        let (reader, writer, timer) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?) in
+        let (reader, writer, timer) = state.withLock {
+            state -> (CheckedContinuation<Data?, any Error>?, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?) in
             guard state.end == nil else { return (nil, nil, nil) }
             state.end = .some(error)
-            state.onTerminate = nil   // the transfer is over by itself
+            state.onTerminate = nil  // the transfer is over by itself
             state.onRoom = nil
             defer { state.reader = nil; state.writer = nil; state.timer = nil }
             // A reader waits only when nothing is buffered: it gets the end now.
@@ -202,8 +205,10 @@ package final class BodyChannel: Sendable {
                     case .cancelled:
                         continuation.resume(throwing: CancellationError())
                     case .secondReader:
-                        continuation.resume(throwing: CatenaError(.invalidRequest, request: request,
-                                                                  detail: "the streamed body is already being read by another task: read it once"))
+                        continuation.resume(
+                            throwing: CatenaError(
+                                .invalidRequest, request: request,
+                                detail: "the streamed body is already being read by another task: read it once"))
                     case .wait:
                         break
                     }

@@ -26,8 +26,10 @@ public struct ReconnectPolicy: Sendable {
     public var reconnectsAfterUnavailable: Bool
 
     /// A policy; the defaults are those of browsers (3 s), with a one-minute cap.
-    public init(initialDelay: Duration = .seconds(3), minimumDelay: Duration = .milliseconds(100),
-                maximumDelay: Duration = .seconds(60), maximumAttempts: Int? = nil, reconnectsAfterUnavailable: Bool = true) {
+    public init(
+        initialDelay: Duration = .seconds(3), minimumDelay: Duration = .milliseconds(100),
+        maximumDelay: Duration = .seconds(60), maximumAttempts: Int? = nil, reconnectsAfterUnavailable: Bool = true
+    ) {
         self.initialDelay = initialDelay
         // At most a day: the doubling then stays far from Duration's limits.
         self.minimumDelay = min(max(minimumDelay, .zero), .seconds(86_400))
@@ -107,8 +109,10 @@ public struct EventSource: AsyncSequence, Sendable {
     ///   - maxEventBytes: The largest event (and line) accepted; larger ones fail with
     ///     ``CatenaError/Code/invalidResponse``.
     ///   - onReconnect: Runs before each wait for a reconnection.
-    public init(_ request: APIRequest, loader: any HTTPLoader, policy: ReconnectPolicy = ReconnectPolicy(),
-                maxEventBytes: Int = 4 << 20, onReconnect: (@Sendable (Reconnection) -> Void)? = nil) {
+    public init(
+        _ request: APIRequest, loader: any HTTPLoader, policy: ReconnectPolicy = ReconnectPolicy(),
+        maxEventBytes: Int = 4 << 20, onReconnect: (@Sendable (Reconnection) -> Void)? = nil
+    ) {
         self.request = request
         self.loader = loader
         self.policy = policy
@@ -157,7 +161,7 @@ public struct EventSource: AsyncSequence, Sendable {
                         attempts = 0
                         return event
                     }
-                    try scheduleReconnection(after: nil)   // the server closed the stream
+                    try scheduleReconnection(after: nil)  // the server closed the stream
                 } catch {
                     try scheduleReconnection(after: error)
                 }
@@ -194,8 +198,10 @@ public struct EventSource: AsyncSequence, Sendable {
                     finished = true
                     throw CatenaError(.invalidResponse, request: response.request, response: response.head, detail: mismatch)
                 }
-                events = ServerSentEvents(body: response.body, request: response.request, maxEventBytes: source.maxEventBytes,
-                                          lastEventID: lastEventIDSoFar).makeAsyncIterator()
+                events = ServerSentEvents(
+                    body: response.body, request: response.request, maxEventBytes: source.maxEventBytes,
+                    lastEventID: lastEventIDSoFar
+                ).makeAsyncIterator()
             case 204:
                 response.body.cancel()
                 finished = true
@@ -225,8 +231,10 @@ public struct EventSource: AsyncSequence, Sendable {
             attempts += 1
             if let maximum = source.policy.maximumAttempts, attempts > maximum {
                 finished = true
-                throw error ?? CatenaError(.connectionLost, request: source.request,
-                                           detail: "the event stream closed \(maximum) times in a row without an event")
+                throw error
+                    ?? CatenaError(
+                        .connectionLost, request: source.request,
+                        detail: "the event stream closed \(maximum) times in a row without an event")
             }
             let delay = source.policy.delay(attempt: attempts, serverRetry: serverRetry, retryAfter: retryAfter)
             let jittered = Swift.min(delay + delay * Double.random(in: 0...0.25), Swift.max(delay, source.policy.maximumDelay))
@@ -242,7 +250,8 @@ public struct EventSource: AsyncSequence, Sendable {
                 return .some(nil)
             case .unacceptableStatus:
                 guard source.policy.reconnectsAfterUnavailable, let response = error.response,
-                      [429, 502, 503, 504].contains(response.status.code) else { return nil }
+                    [429, 502, 503, 504].contains(response.status.code)
+                else { return nil }
                 // Seconds or an HTTP date, as Retry reads it; held to a day.
                 let wait = response.headerFields[.retryAfter].flatMap { Retry.parseRetryAfter($0, now: Date()) }
                 return .some(wait.map { Swift.min($0, .seconds(86_400)) })

@@ -29,8 +29,9 @@ struct RecordSplitter: Sendable {
                 continue
             }
             guard record.count < maxRecordBytes else {
-                let error = CatenaError(.invalidResponse, request: request,
-                                        detail: "record \(number + 1) of the stream is longer than \(maxRecordBytes) bytes")
+                let error = CatenaError(
+                    .invalidResponse, request: request,
+                    detail: "record \(number + 1) of the stream is longer than \(maxRecordBytes) bytes")
                 return (records, error)
             }
             record.append(byte)
@@ -81,8 +82,9 @@ public struct JSONRecords<Value: Decodable & Sendable>: AsyncSequence, Sendable 
     let makeDecoder: @Sendable () -> JSONDecoder
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(body: body.makeAsyncIterator(), request: request,
-                      splitter: RecordSplitter(format: format, maxRecordBytes: maxRecordBytes), decoder: makeDecoder())
+        AsyncIterator(
+            body: body.makeAsyncIterator(), request: request,
+            splitter: RecordSplitter(format: format, maxRecordBytes: maxRecordBytes), decoder: makeDecoder())
     }
 
     /// Decodes values in order.
@@ -101,7 +103,7 @@ public struct JSONRecords<Value: Decodable & Sendable>: AsyncSequence, Sendable 
                 if ended { return nil }
                 if let error = pendingError {
                     ended = true
-                    throw error   // after the records completed before it
+                    throw error  // after the records completed before it
                 }
                 index = 0
                 if let chunk = try await body.next() {
@@ -116,8 +118,9 @@ public struct JSONRecords<Value: Decodable & Sendable>: AsyncSequence, Sendable 
             do {
                 return try decoder.decode(Value.self, from: Data(record.bytes))
             } catch {
-                throw CatenaError(.decodingFailed, request: request, underlyingError: error,
-                                  detail: "record \(record.number) is not a \(Value.self): \(CatenaError.describe(error))")
+                throw CatenaError(
+                    .decodingFailed, request: request, underlyingError: error,
+                    detail: "record \(record.number) is not a \(Value.self): \(CatenaError.describe(error))")
             }
         }
 
@@ -129,14 +132,18 @@ public struct JSONRecords<Value: Decodable & Sendable>: AsyncSequence, Sendable 
 
 extension StreamedResponse {
     /// The body read as JSON Lines (`application/jsonl`, NDJSON): one `Value` per line.
-    public func jsonLines<Value: Decodable & Sendable>(of type: Value.Type = Value.self, maxLineBytes: Int = 1 << 20,
-                                                       decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }) -> JSONRecords<Value> {
+    public func jsonLines<Value: Decodable & Sendable>(
+        of type: Value.Type = Value.self, maxLineBytes: Int = 1 << 20,
+        decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) -> JSONRecords<Value> {
         JSONRecords(body: body, request: request, format: .lines, maxRecordBytes: maxLineBytes, makeDecoder: decoder)
     }
 
     /// The body read as a JSON text sequence (RFC 7464, `application/json-seq`).
-    public func jsonSequence<Value: Decodable & Sendable>(of type: Value.Type = Value.self, maxRecordBytes: Int = 1 << 20,
-                                                          decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }) -> JSONRecords<Value> {
+    public func jsonSequence<Value: Decodable & Sendable>(
+        of type: Value.Type = Value.self, maxRecordBytes: Int = 1 << 20,
+        decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) -> JSONRecords<Value> {
         JSONRecords(body: body, request: request, format: .textSequence, maxRecordBytes: maxRecordBytes, makeDecoder: decoder)
     }
 }

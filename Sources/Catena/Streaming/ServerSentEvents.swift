@@ -75,7 +75,7 @@ package struct ServerSentEventParser: Sendable {
             try feed(bytes, into: &events, request: request)
             return (events, nil)
         } catch {
-            return (events, error)   // an inout keeps what was appended before the throw
+            return (events, error)  // an inout keeps what was appended before the throw
         }
     }
 
@@ -108,7 +108,7 @@ package struct ServerSentEventParser: Sendable {
         switch byte {
         case UInt8(ascii: "\n"):
             if pendingCR {
-                pendingCR = false   // the LF of a CRLF
+                pendingCR = false  // the LF of a CRLF
                 return
             }
             try endLine(into: &events, request: request)
@@ -130,7 +130,7 @@ package struct ServerSentEventParser: Sendable {
             dispatch(into: &events)
             return
         }
-        if line.first == UInt8(ascii: ":") { return }   // a comment
+        if line.first == UInt8(ascii: ":") { return }  // a comment
         let colon = line.firstIndex(of: UInt8(ascii: ":"))
         let name = line[..<(colon ?? line.endIndex)]
         var value = colon.map { line[line.index(after: $0)...] } ?? []
@@ -148,11 +148,13 @@ package struct ServerSentEventParser: Sendable {
         case "id":
             if !value.contains(0) { idBuffer = String(decoding: value, as: UTF8.self) }
         case "retry":
-            if !value.isEmpty, value.count <= 12, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let milliseconds = Int64(String(decoding: value, as: UTF8.self)) {
+            if !value.isEmpty, value.count <= 12, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let milliseconds = Int64(String(decoding: value, as: UTF8.self))
+            {
                 retry = .milliseconds(milliseconds)
             }
         default:
-            break   // unknown fields are ignored
+            break  // unknown fields are ignored
         }
     }
 
@@ -164,7 +166,7 @@ package struct ServerSentEventParser: Sendable {
             eventType = nil
         }
         guard hasData else { return }
-        data.removeLast()   // the "\n" after the last data line
+        data.removeLast()  // the "\n" after the last data line
         let type = eventType.flatMap { $0.isEmpty ? nil : $0 } ?? "message"
         events.append(ServerSentEvent(event: type, data: String(decoding: data, as: UTF8.self), lastEventID: lastEventID, retry: retry))
     }
@@ -181,8 +183,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     var lastEventID = ""
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(body: body.makeAsyncIterator(), request: request,
-                      parser: ServerSentEventParser(maxLineBytes: maxEventBytes, maxEventBytes: maxEventBytes, lastEventID: lastEventID))
+        AsyncIterator(
+            body: body.makeAsyncIterator(), request: request,
+            parser: ServerSentEventParser(maxLineBytes: maxEventBytes, maxEventBytes: maxEventBytes, lastEventID: lastEventID))
     }
 
     /// Reads events in order.
@@ -207,9 +210,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 if failed { return nil }
                 if let error = pendingError {
                     failed = true
-                    throw error   // after the events completed before it
+                    throw error  // after the events completed before it
                 }
-                guard let chunk = try await body.next() else { return nil }   // an unfinished event is discarded
+                guard let chunk = try await body.next() else { return nil }  // an unfinished event is discarded
                 (ready, pendingError) = parser.read(chunk, request: request)
                 index = 0
             }

@@ -97,8 +97,9 @@ public struct ResponseBody: AsyncSequence, Sendable {
         var data = Data()
         while let chunk = try await reader.next() {
             guard data.count + chunk.count <= limit else {
-                let error = CatenaError(.invalidResponse, request: reader.request,
-                                        detail: "the body is larger than the limit of \(limit) bytes (MaximumResponseSize)")
+                let error = CatenaError(
+                    .invalidResponse, request: reader.request,
+                    detail: "the body is larger than the limit of \(limit) bytes (MaximumResponseSize)")
                 reader.cancel(error)
                 throw error
             }

@@ -18,8 +18,9 @@ extension HTTPMiddleware {
         }
         guard var streamed = kept.take(id) else {
             kept.cancelAll()
-            throw CatenaError(.invalidRequest, request: request,
-                              detail: "\(Self.self) returned the head of a stream it had already let go of: its body is gone")
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "\(Self.self) returned the head of a stream it had already let go of: its body is gone")
         }
         kept.cancelAll()
         streamed.status = response.status

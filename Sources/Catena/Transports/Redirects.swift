@@ -97,8 +97,9 @@ public enum Redirects {
             if case .sameOrigin = policy, !hop.hasSameOrigin(as: next) { return answer }
             discard(answer)
             guard followed < limit else {
-                throw CatenaError(.invalidResponse, request: hop, response: response,
-                                  detail: "too many redirects (more than \(limit))")
+                throw CatenaError(
+                    .invalidResponse, request: hop, response: response,
+                    detail: "too many redirects (more than \(limit))")
             }
             followed += 1
             hop = next
@@ -109,13 +110,14 @@ public enum Redirects {
     /// redirect or names no usable location.
     public static func nextRequest(after response: APIResponse, from request: APIRequest) throws(CatenaError) -> APIRequest? {
         guard isRedirect(response.status), let location = response.headerFields[.location],
-              let base = try? request.url(),
-              let target = URL(string: location.trimmingCharacters(in: .whitespaces), relativeTo: base)?.absoluteURL,
-              var components = URLComponents(url: target, resolvingAgainstBaseURL: true)
+            let base = try? request.url(),
+            let target = URL(string: location.trimmingCharacters(in: .whitespaces), relativeTo: base)?.absoluteURL,
+            var components = URLComponents(url: target, resolvingAgainstBaseURL: true)
         else { return nil }
         guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw CatenaError(.invalidResponse, request: request, response: response,
-                              detail: "a \(response.status.code) redirect to a \(components.scheme ?? "relative") URL, which is neither http nor https")
+            throw CatenaError(
+                .invalidResponse, request: request, response: response,
+                detail: "a \(response.status.code) redirect to a \(components.scheme ?? "relative") URL, which is neither http nor https")
         }
         guard let host = components.host, !host.isEmpty else { return nil }
         components.user = nil
@@ -128,7 +130,7 @@ public enum Redirects {
         // A body resent from https to http would go out in clear text: the redirect is the answer.
         if !becomesGET, !request.body.isEmpty, request.scheme == "https", scheme == "http" { return nil }
         var next = APIRequest(request.method, url: url, headerFields: request.headerFields, body: request.body)
-        guard next.host != nil else { return nil }   // "https://[]": no usable host
+        guard next.host != nil else { return nil }  // "https://[]": no usable host
         next.options = request.options
         if becomesGET {
             next.method = .get
@@ -140,9 +142,10 @@ public enum Redirects {
         if !request.hasSameOrigin(as: next) {
             let bound = request[option: OriginBoundHeaders.self]
             let redaction = Redaction.effective(for: request)
-            next.headerFields = HTTPFields(next.headerFields.filter { field in
-                !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization)
-            })
+            next.headerFields = HTTPFields(
+                next.headerFields.filter { field in
+                    !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization)
+                })
         }
         return next
     }

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One exchange on a Catena session: its body, its deadline and its cancellation.
@@ -125,7 +125,7 @@ final class URLSessionCall: Sendable {
             state.continuation = nil
             state.timer?.cancel()
             state.timer = nil
-            state.writer = nil   // removes a partial download
+            state.writer = nil  // removes a partial download
             guard state.phase == .running else { return (continuation, nil) }
             state.cancelled = true
             return (continuation, state.task)
@@ -215,22 +215,27 @@ final class URLSessionCall: Sendable {
         guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
         let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-              let length = Int64(text) else {
-            throw CatenaError(.invalidResponse, request: request,
-                              detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
+            let length = Int64(text)
+        else {
+            throw CatenaError(
+                .invalidResponse, request: request,
+                detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
         }
         let encoded = response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false
         if !encoded, length > Int64(limit) {
-            throw CatenaError(.invalidResponse, request: request,
-                              detail: "the body has \(length) bytes, more than the \(limit) allowed (MaximumResponseSize)")
+            throw CatenaError(
+                .invalidResponse, request: request,
+                detail: "the body has \(length) bytes, more than the \(limit) allowed (MaximumResponseSize)")
         }
     }
 
     /// Hands the head to the caller now and the body to a channel as it arrives. The
     /// task is paused while the reader's window is full and resumed when it has room.
     private func startStream(_ head: HTTPURLResponse) {
-        let channel = BodyChannel(request: request, window: request[option: StreamWindow.self],
-                                  idle: request[option: StreamIdleTimeout.self]) { [weak self] in self?.cancelStream() }
+        let channel = BodyChannel(
+            request: request, window: request[option: StreamWindow.self],
+            idle: request[option: StreamIdleTimeout.self]
+        ) { [weak self] in self?.cancelStream() }
         channel.setOnRoom { [weak self] in
             self?.state.withLock { state in
                 guard state.suspended else { return }
@@ -263,20 +268,20 @@ final class URLSessionCall: Sendable {
         if let channel = state.withLock({ $0.channel }) {
             let room = channel.offer(data)
             #if !canImport(FoundationNetworking)
-            // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
-            // after `suspend()` (measured), so there the channel's overflow limit is
-            // what bounds memory.
-            if !room {
-                // Re-checked under the call's lock: a reader that drained the window in
-                // between has already asked for room, and the task must not sleep on.
-                state.withLock { state in
-                    guard channel.isProducerPaused, !state.suspended, let task = state.task else { return }
-                    state.suspended = true
-                    task.suspend()
+                // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
+                // after `suspend()` (measured), so there the channel's overflow limit is
+                // what bounds memory.
+                if !room {
+                    // Re-checked under the call's lock: a reader that drained the window in
+                    // between has already asked for room, and the task must not sleep on.
+                    state.withLock { state in
+                        guard channel.isProducerPaused, !state.suspended, let task = state.task else { return }
+                        state.suspended = true
+                        task.suspend()
+                    }
                 }
-            }
             #else
-            _ = room
+                _ = room
             #endif
             return
         }
@@ -288,8 +293,9 @@ final class URLSessionCall: Sendable {
             // Counted as the bytes arrive (decoded, when the body was compressed), so a
             // small compressed body cannot grow into gigabytes before anyone looks.
             guard state.body.count + data.count <= limit else {
-                state.failure = CatenaError(.invalidResponse, request: request,
-                                            detail: "the body has more than the \(limit) bytes allowed (MaximumResponseSize)")
+                state.failure = CatenaError(
+                    .invalidResponse, request: request,
+                    detail: "the body has more than the \(limit) bytes allowed (MaximumResponseSize)")
                 state.body = Data()
                 return (nil, state.task)
             }
@@ -315,11 +321,13 @@ final class URLSessionCall: Sendable {
     /// delegate, so a 3xx that was not followed (no usable Location) is only there.
     func completed(_ error: (any Error)?, response taskResponse: HTTPURLResponse?) {
         let request = request
-        if let streaming, let (channel, challenged) = state.withLock({ state -> (BodyChannel, Bool)? in
-            state.phase = .completed
-            state.task = nil
-            return state.channel.map { ($0, state.challenged) }
-        }) {
+        if let streaming,
+            let (channel, challenged) = state.withLock({ state -> (BodyChannel, Bool)? in
+                state.phase = .completed
+                state.task = nil
+                return state.channel.map { ($0, state.challenged) }
+            })
+        {
             let answeredChallenge = challenged && (error as? URLError)?.code == .cancelled
             channel.finish(error.flatMap { answeredChallenge ? nil : streaming($0) })
             return

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The delegate of every session Catena makes: routes each task's callbacks to its
@@ -30,8 +30,10 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
         call(task)?.sent(totalBytesSent, of: totalBytesExpectedToSend)
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
         completionHandler(call(dataTask)?.received(response) ?? .cancel)
     }
 
@@ -41,8 +43,10 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
 
     /// Never followed here: the 3xx becomes the task's response, and Catena follows it
     /// (``Redirects``), with the same rules as on every other transport.
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         // A cancelled call leaves corelibs' handler unanswered: answering it after the
         // cancellation is what aborts the process.
         guard call(task)?.redirecting() ?? true else { return }
@@ -53,15 +57,17 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// head and body before the challenge and then waits for it to be answered (a call
     /// without an answer hung until its timeout, measured): cancelling the challenge ends
     /// the task, and the call returns what it already received.
-    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
-                    completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
         #if canImport(FoundationNetworking)
-        call(task)?.challenged()
-        completionHandler(.cancelAuthenticationChallenge, nil)
+            call(task)?.challenged()
+            completionHandler(.cancelAuthenticationChallenge, nil)
         #else
-        // Apple's URLSession hands over the 401 itself when no credential is offered,
-        // and evaluates server trust as usual.
-        completionHandler(.performDefaultHandling, nil)
+            // Apple's URLSession hands over the 401 itself when no credential is offered,
+            // and evaluates server trust as usual.
+            completionHandler(.performDefaultHandling, nil)
         #endif
     }
 

@@ -1,6 +1,6 @@
 public import Foundation
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+    public import FoundationNetworking
 #endif
 import HTTPTypes
 
@@ -51,14 +51,17 @@ public struct URLSessionTransport: HTTPLoader {
     ///   Android only, raises no server-trust challenge and has no pinning hook), and
     ///   the server-trust challenge that would do it on Apple platforms is not yet
     ///   written. Refused at setup, never a connection checked less than asked.
-    public init(configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration, trust: ServerTrust,
-                timeout: Duration = .seconds(60)) throws(ServerTrustError) {
+    public init(
+        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration, trust: ServerTrust,
+        timeout: Duration = .seconds(60)
+    ) throws(ServerTrustError) {
         guard trust.isSystemDefault else {
             #if canImport(FoundationNetworking)
-            throw ServerTrustError("URLSession on Linux trusts the system's CA store only (no roots of your own, no pins): "
-                + "install the CA in the system store, or use AsyncHTTPClientTransport(trust:)")
+                throw ServerTrustError(
+                    "URLSession on Linux trusts the system's CA store only (no roots of your own, no pins): "
+                        + "install the CA in the system store, or use AsyncHTTPClientTransport(trust:)")
             #else
-            throw ServerTrustError("URLSessionTransport does not yet check roots of your own or pins on this platform")
+                throw ServerTrustError("URLSessionTransport does not yet check roots of your own or pins on this platform")
             #endif
         }
         self.init(configuration: configuration, timeout: timeout)
@@ -99,7 +102,9 @@ public struct URLSessionTransport: HTTPLoader {
     }
 
     /// One exchange, no redirects followed.
-    private func send(_ request: APIRequest, timeout: Duration, streaming: Bool) async throws(CatenaError) -> (head: APIResponse, outcome: URLSessionCall.Outcome) {
+    private func send(
+        _ request: APIRequest, timeout: Duration, streaming: Bool
+    ) async throws(CatenaError) -> (head: APIResponse, outcome: URLSessionCall.Outcome) {
         var urlRequest = URLRequest(url: try request.url())
         urlRequest.httpMethod = request.method.rawValue
         // corelibs turns this into an idle timer of whole seconds, rounded down: keep it
@@ -133,11 +138,12 @@ public struct URLSessionTransport: HTTPLoader {
         do {
             outcome = try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
-                    let task: URLSessionTask = if let body {
-                        owner.session.uploadTask(with: urlRequest, from: body)
-                    } else {
-                        owner.session.dataTask(with: urlRequest)
-                    }
+                    let task: URLSessionTask =
+                        if let body {
+                            owner.session.uploadTask(with: urlRequest, from: body)
+                        } else {
+                            owner.session.dataTask(with: urlRequest)
+                        }
                     call.start(task, router: owner.router, continuation: continuation)
                 }
             } onCancel: {
@@ -156,8 +162,9 @@ public struct URLSessionTransport: HTTPLoader {
             outcome.channel?.terminate(with: CatenaError(.invalidResponse, request: request, detail: "invalid status"))
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(http.statusCode) is not a valid HTTP status")
         }
-        let head = APIResponse(status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-                               headerFields: Self.fields(of: http), body: Data(), request: request)
+        let head = APIResponse(
+            status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
+            headerFields: Self.fields(of: http), body: Data(), request: request)
         return (head, outcome)
     }
 
@@ -271,7 +278,7 @@ public struct URLSessionTransport: HTTPLoader {
         case .badURL, .unsupportedURL:
             code = .invalidRequest
         case .badServerResponse, .cannotParseResponse, .cannotDecodeRawData, .cannotDecodeContentData, .zeroByteResource,
-             .httpTooManyRedirects, .redirectToNonExistentLocation:
+            .httpTooManyRedirects, .redirectToNonExistentLocation:
             let (classified, text) = classify(curlMessage: message)
             code = classified == .connectionLost ? .connectionLost : .invalidResponse
             detail = text
@@ -293,9 +300,11 @@ public struct URLSessionTransport: HTTPLoader {
         let lost = ["transfer closed", "connection reset", "recv failure", "send failure", "connection died", "empty reply"]
         if lost.contains(where: text.contains) { return (.connectionLost, message) }
         // libcurl reports a head over its size limit as "Out of memory".
-        let framing = ["chunk", "unencoding", "content encoding", "header", "http/0.9", "weird server reply",
-                       "unsupported http version", "invalid status line", "content-length", "malformed", "nul byte",
-                       "out of memory"]
+        let framing = [
+            "chunk", "unencoding", "content encoding", "header", "http/0.9", "weird server reply",
+            "unsupported http version", "invalid status line", "content-length", "malformed", "nul byte",
+            "out of memory",
+        ]
         if framing.contains(where: text.contains) { return (.invalidResponse, message) }
         return (.unknown, message)
     }

@@ -135,7 +135,7 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !done else { return }   // a fault owns the connection: input is dropped
+        guard !done else { return }  // a fault owns the connection: input is dropped
         var incoming = unwrapInboundIn(data)
         buffer.writeBuffer(&incoming)
         while !done, let (target, consumed) = nextRequest() {
@@ -157,10 +157,11 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         let parts = lines.first?.split(separator: " ") ?? []
         let fields = lines.dropFirst().map { $0.split(separator: ":", maxSplits: 1) }
         let chunked = fields.contains { $0.first?.lowercased() == "transfer-encoding" }
-        let length = fields.compactMap { pair -> Int? in
-            guard pair.count == 2, pair[0].lowercased() == "content-length" else { return nil }
-            return Int(pair[1].trimmingCharacters(in: .whitespaces))
-        }.first ?? 0
+        let length =
+            fields.compactMap { pair -> Int? in
+                guard pair.count == 2, pair[0].lowercased() == "content-length" else { return nil }
+                return Int(pair[1].trimmingCharacters(in: .whitespaces))
+            }.first ?? 0
         // Only small, counted request bodies: anything else ends the connection.
         guard !chunked, (0...(16 << 20)).contains(length) else {
             done = true
@@ -265,8 +266,12 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         case .bearerChallenge:
             respond("401 Unauthorized", [#"WWW-Authenticate: Bearer realm="misbehaving", error="invalid_token""#])
         case .multipleChallenges:
-            respond("401 Unauthorized", ["WWW-Authenticate: Negotiate", #"WWW-Authenticate: Digest realm="m", nonce="1""#,
-                                         #"WWW-Authenticate: Basic realm="m""#])
+            respond(
+                "401 Unauthorized",
+                [
+                    "WWW-Authenticate: Negotiate", #"WWW-Authenticate: Digest realm="m", nonce="1""#,
+                    #"WWW-Authenticate: Basic realm="m""#,
+                ])
         case .proxyChallenge:
             respond("407 Proxy Authentication Required", [#"Proxy-Authenticate: Basic realm="proxy""#])
         case .redirect:
@@ -335,14 +340,14 @@ enum Gzip {
         // eight and sixteen copies bit by bit, then splice in as many periods as needed.
         func member(copies: Int) -> [UInt8] {
             var bits = BitWriter()
-            bits.write(1, count: 1)        // last block
-            bits.write(1, count: 2)        // fixed Huffman codes
-            bits.writeCode(0b0011_0000, length: 8)   // literal 0
+            bits.write(1, count: 1)  // last block
+            bits.write(1, count: 2)  // fixed Huffman codes
+            bits.writeCode(0b0011_0000, length: 8)  // literal 0
             for _ in 0..<copies {
-                bits.writeCode(0b1100_0101, length: 8)   // length 258 (symbol 285)
-                bits.writeCode(0, length: 5)             // distance 1
+                bits.writeCode(0b1100_0101, length: 8)  // length 258 (symbol 285)
+                bits.writeCode(0, length: 5)  // distance 1
             }
-            bits.writeCode(0, length: 7)   // end of block (symbol 256)
+            bits.writeCode(0, length: 7)  // end of block (symbol 256)
             return bits.finished
         }
         let eight = member(copies: 8)

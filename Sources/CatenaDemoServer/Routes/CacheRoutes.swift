@@ -85,14 +85,15 @@ enum CacheRoutes {
                 extra[.expires] = HTTPDate.format(Date().addingTimeInterval(seconds))
                 extra[.date] = HTTPDate.format(Date())
             } else if let expires = query.get("expires") {
-                extra[.expires] = expires   // as given: "0" and other invalid dates mean "already expired"
+                extra[.expires] = expires  // as given: "0" and other invalid dates mean "already expired"
             }
             // The body only changes when asked to (`version`), so validators stay stable.
             let version = query.get("version") ?? "1"
             let padding = String(repeating: "x", count: size)
             let body = ByteBuffer(string: #"{"key":"\#(key)","version":"\#(version)","padding":"\#(padding)"}"#)
-            let response = cacheable(request, body: body, cacheControl: directives.isEmpty ? nil : directives.joined(separator: ", "),
-                                     eTag: tagged, lastModified: dated ? .data : nil, extra: extra)
+            let response = cacheable(
+                request, body: body, cacheControl: directives.isEmpty ? nil : directives.joined(separator: ", "),
+                eTag: tagged, lastModified: dated ? .data : nil, extra: extra)
             counts.withLock { table in
                 if response.status == .notModified { table[key, default: (0, 0)].notModified += 1 } else { table[key, default: (0, 0)].full += 1 }
             }

@@ -53,8 +53,12 @@ enum DemoRoutes {
             let total = UserStore.users.count
             let start = min((page - 1) * perPage, total)
             let slice = Array(UserStore.users[start..<min(start + perPage, total)])
-            return CacheRoutes.cacheable(request, body: try jsonBuffer(UserPage(page: page, per_page: perPage, total: total,
-                                                                                total_pages: (total + perPage - 1) / perPage, data: slice, support: Support())))
+            return CacheRoutes.cacheable(
+                request,
+                body: try jsonBuffer(
+                    UserPage(
+                        page: page, per_page: perPage, total: total,
+                        total_pages: (total + perPage - 1) / perPage, data: slice, support: Support())))
         }
 
         api.get("users/:id") { request, context in
@@ -121,8 +125,9 @@ enum DemoRoutes {
         // a connection (HTTP/2 streams, or HTTP/1.1 keep-alive) report the same port.
         api.get("connection") { _, context in
             let peer = context.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown"
-            return Response(status: .ok, headers: [.contentType: "application/json"],
-                            body: .init(byteBuffer: ByteBuffer(string: #"{"peer":"\#(peer)"}"#)))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: #"{"peer":"\#(peer)"}"#)))
         }
 
         // Echoes the request as JSON: method, path, query, headers, body (UTF-8 when it
@@ -330,10 +335,15 @@ enum JSONScalar: Codable, Sendable, ExpressibleByStringLiteral {
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else { self = .string(try container.decode(String.self)) }
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else {
+            self = .string(try container.decode(String.self))
+        }
     }
 
     func encode(to encoder: any Encoder) throws {

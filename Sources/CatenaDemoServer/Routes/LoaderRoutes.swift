@@ -51,8 +51,9 @@ enum LoaderRoutes {
                         headers[.retryAfter] = HTTPDate.format(Date().addingTimeInterval(ahead))
                     }
                     headers[.contentType] = "application/json"
-                    return Response(status: .init(code: status), headers: headers,
-                                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":"flaky","call":\#(call)}"#)))
+                    return Response(
+                        status: .init(code: status), headers: headers,
+                        body: .init(byteBuffer: ByteBuffer(string: #"{"error":"flaky","call":\#(call)}"#)))
                 }
                 return DemoRoutes.rawJSON(#"{"call":\#(call)}"#, status: .ok)
             }
@@ -91,8 +92,9 @@ enum LoaderRoutes {
             let presented = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             let token = presented.flatMap { value in state.tokens.withLock { $0[value] } }
             guard let token, token.expires > Date() else {
-                return Response(status: .unauthorized, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#],
-                                body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_token"}"#)))
+                return Response(
+                    status: .unauthorized, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#],
+                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_token"}"#)))
             }
             return try DemoRoutes.json(["email": token.email])
         }
@@ -148,8 +150,8 @@ enum LoaderRoutes {
         api.get("redirect-host") { request, _ in
             let query = request.uri.queryParameters
             guard let host = query.get("host"), ["localhost", "127.0.0.1"].contains(host),
-                  let target = query.get("to"), target.hasPrefix("/"), !target.hasPrefix("//"),
-                  let authority = request.head.authority, let port = authority.split(separator: ":").last.flatMap({ Int($0) })
+                let target = query.get("to"), target.hasPrefix("/"), !target.hasPrefix("//"),
+                let authority = request.head.authority, let port = authority.split(separator: ":").last.flatMap({ Int($0) })
             else { return DemoRoutes.apiError("host must be localhost or 127.0.0.1, to a path") }
             return Response(status: .found, headers: [.location: "http://\(host):\(port)\(target)"])
         }

@@ -11,7 +11,8 @@ struct BadNumber: HTTPResponseError {
     var status: HTTPResponse.Status { .badRequest }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let message = #"{"error":"\#(name) must be a number in \#(range.lowerBound)...\#(range.upperBound), not \#(text.prefix(40).filter { $0 != "\"" && $0 != "\\" })"}"#
+        let message =
+            #"{"error":"\#(name) must be a number in \#(range.lowerBound)...\#(range.upperBound), not \#(text.prefix(40).filter { $0 != "\"" && $0 != "\\" })"}"#
         return Response(status: .badRequest, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(string: message)))
     }
 }

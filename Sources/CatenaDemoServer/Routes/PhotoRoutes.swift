@@ -43,8 +43,12 @@ enum PhotoRoutes {
                 }
                 let pages = (settings.photoCount + perPage - 1) / perPage
                 // Recent photos change: a cache must ask each time (validators, no-cache).
-                return CacheRoutes.cacheable(request, body: ByteBuffer(string:
-                    #"{"photos":{"page":\#(page),"pages":\#(pages),"perpage":\#(perPage),"total":\#(settings.photoCount),"photo":[\#(photos.joined(separator: ","))]},"stat":"ok"}"#))
+                return CacheRoutes.cacheable(
+                    request,
+                    body: ByteBuffer(
+                        string:
+                            #"{"photos":{"page":\#(page),"pages":\#(pages),"perpage":\#(perPage),"total":\#(settings.photoCount),"photo":[\#(photos.joined(separator: ","))]},"stat":"ok"}"#
+                    ))
             case "flickr.photos.getSizes":
                 guard let id = query.get("photo_id"), let index = photoIndex(id), index < settings.photoCount else {
                     return fail(1, "Photo \"\(query.get("photo_id") ?? "")\" not found (invalid ID)")
@@ -63,8 +67,11 @@ enum PhotoRoutes {
                         #"{"label":"\#(label)","width":\#(width),"height":\#(height),"source":"\#(base)\#(suffix.isEmpty ? "" : "_" + suffix).jpg","url":"https://www.flickr.com/photos/\#(index % 97)@N0\#(index % 7)/\#(id)/sizes/\#(page)/","media":"photo"}"#
                     }
                 // A photo's sizes do not change: a cache may keep them for an hour.
-                return CacheRoutes.cacheable(request, body: ByteBuffer(string:
-                    #"{"sizes":{"canblog":0,"canprint":0,"candownload":1,"size":[\#(sizes.joined(separator: ","))]},"stat":"ok"}"#),
+                return CacheRoutes.cacheable(
+                    request,
+                    body: ByteBuffer(
+                        string:
+                            #"{"sizes":{"canblog":0,"canprint":0,"candownload":1,"size":[\#(sizes.joined(separator: ","))]},"stat":"ok"}"#),
                     cacheControl: "public, max-age=3600")
             default:
                 return fail(112, "Method \"\(query.get("method") ?? "")\" not found")

@@ -111,8 +111,11 @@ enum StreamRoutes {
             let lastModified = HTTPDate.format(Date(timeIntervalSince1970: 1_700_000_000 + Double(version) * 86_400))
             var start = 0
             if query.get("no_range") != "1" {
-                guard let from = rangeStart(request, size: size, etag: etag, lastModified: lastModified,
-                                            ignoringIfRange: query.get("ignore_if_range") == "1") else {
+                guard
+                    let from = rangeStart(
+                        request, size: size, etag: etag, lastModified: lastModified,
+                        ignoringIfRange: query.get("ignore_if_range") == "1")
+                else {
                     return Response(status: .rangeNotSatisfiable, headers: [.contentRange: "bytes */\(size)", .contentLength: "0"])
                 }
                 start = from
@@ -185,7 +188,7 @@ enum StreamRoutes {
         // Only the one form a resumed download sends; anything else gets the whole file.
         guard range.hasPrefix("bytes="), range.hasSuffix("-"), let start = Int(range.dropFirst(6).dropLast()), start >= 0 else { return 0 }
         if !ignoringIfRange, let ifRange = request.headers[HTTPField.Name("If-Range")!], ifRange != etag, ifRange != lastModified {
-            return 0   // the file changed: all of it
+            return 0  // the file changed: all of it
         }
         guard start < size else { return nil }
         return start

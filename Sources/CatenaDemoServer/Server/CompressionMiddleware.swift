@@ -17,11 +17,11 @@ struct CompressionMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
         guard request.method != .head, response.status == .ok,
-              let encoding = request.headers[.acceptEncoding].flatMap(Self.choose),
-              response.headers[.contentEncoding] == nil,
-              let type = response.headers[.contentType], type.hasPrefix("application/json") || type.hasPrefix("text/"),
-              let length = response.headers[.contentLength].flatMap({ Int($0) }),
-              (Self.minimumSize...Self.maximumSize).contains(length)
+            let encoding = request.headers[.acceptEncoding].flatMap(Self.choose),
+            response.headers[.contentEncoding] == nil,
+            let type = response.headers[.contentType], type.hasPrefix("application/json") || type.hasPrefix("text/"),
+            let length = response.headers[.contentLength].flatMap({ Int($0) }),
+            (Self.minimumSize...Self.maximumSize).contains(length)
         else { return response }
         let collected = Collected()
         try await response.body.write(Collector(into: collected))

@@ -38,8 +38,10 @@ public struct DemoCertificateAuthority: Sendable {
     /// authority and valid over `validity` (by default from an hour ago for 30 days).
     /// An expired or not-yet-valid certificate, or one for other names, is what the
     /// trust tests need.
-    public func issue(for hosts: [String] = ["localhost", "127.0.0.1", "::1"],
-                      validity: ClosedRange<Date>? = nil) throws -> DemoServerCertificate {
+    public func issue(
+        for hosts: [String] = ["localhost", "127.0.0.1", "::1"],
+        validity: ClosedRange<Date>? = nil
+    ) throws -> DemoServerCertificate {
         let leafKey = P256.Signing.PrivateKey()
         let now = Date()
         let validity = validity ?? (now - 3_600)...(now + 30 * 86_400)
@@ -62,8 +64,9 @@ public struct DemoCertificateAuthority: Sendable {
             issuerPrivateKey: .init(key))
         let (pem, der) = try Self.encode(certificate)
         let spki = Data(SHA256.hash(data: leafKey.publicKey.derRepresentation))
-        return DemoServerCertificate(certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
-                                     publicKeySHA256: spki.base64EncodedString())
+        return DemoServerCertificate(
+            certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
+            publicKeySHA256: spki.base64EncodedString())
     }
 
     private static func encode(_ certificate: Certificate) throws -> (String, Data) {

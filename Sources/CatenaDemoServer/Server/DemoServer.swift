@@ -20,8 +20,10 @@ public enum DemoServer {
     /// - Parameter tls: serve HTTPS (and HTTP/2 where the client offers it) with this
     ///   certificate; nil serves plain HTTP/1.1.
     /// - Throws: the bind error when the address cannot be used (a port in use).
-    public static func start(host: String = "127.0.0.1", port: Int = 0, photos: PhotoSettings = PhotoSettings(),
-                             tls: DemoTLS? = nil, logLevel: Logger.Level = .warning) async throws -> RunningDemoServer {
+    public static func start(
+        host: String = "127.0.0.1", port: Int = 0, photos: PhotoSettings = PhotoSettings(),
+        tls: DemoTLS? = nil, logLevel: Logger.Level = .warning
+    ) async throws -> RunningDemoServer {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
         let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
@@ -48,8 +50,10 @@ public enum DemoServer {
     }
 
     /// Runs a server until SIGINT or SIGTERM. `onListening` receives the base URL.
-    public static func serve(host: String, port: Int, photos: PhotoSettings = PhotoSettings(), tls: DemoTLS? = nil,
-                             logLevel: Logger.Level = .info, onListening: @escaping @Sendable (URL) -> Void) async throws {
+    public static func serve(
+        host: String, port: Int, photos: PhotoSettings = PhotoSettings(), tls: DemoTLS? = nil,
+        logLevel: Logger.Level = .info, onListening: @escaping @Sendable (URL) -> Void
+    ) async throws {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
         let app = try application(host: host, port: port, photos: photos, tls: tls, logger: logger) { boundPort in
@@ -61,8 +65,10 @@ public enum DemoServer {
         try await ServiceGroup(configuration: configuration).run()
     }
 
-    private static func application(host: String, port: Int, photos: PhotoSettings, tls: DemoTLS?, logger: Logger,
-                                    onListening: @escaping @Sendable (Int) -> Void) throws -> some ApplicationProtocol {
+    private static func application(
+        host: String, port: Int, photos: PhotoSettings, tls: DemoTLS?, logger: Logger,
+        onListening: @escaping @Sendable (Int) -> Void
+    ) throws -> some ApplicationProtocol {
         let server: HTTPServerBuilder
         if let tls {
             var configuration = TLSConfiguration.makeServerConfiguration(

@@ -145,7 +145,9 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
 
     override func prepareToFinish() {
         guard lock.withLock({ storedOutput == nil }) else { return }
-        let missing: any Error = isCancelled ? (lock.withLock { cancellationReason } ?? upstreamFailure ?? OperationError(.cancelled, operation: label))
+        let missing: any Error =
+            isCancelled
+            ? (lock.withLock { cancellationReason } ?? upstreamFailure ?? OperationError(.cancelled, operation: label))
             : OperationError(.noResult, operation: label)
         // Only `finishOnce`'s winner gets here, so nothing sets the output in between.
         lock.withLock {

@@ -22,8 +22,10 @@ public protocol FlickrEndpoint: JSONEndpoint where ErrorBody == FlickrError {
 extension FlickrEndpoint {
     /// `GET /services/rest/?method=…&…&format=json&nojsoncallback=1`
     public func makeRequest() throws -> APIRequest {
-        var request = try APIRequest.get("services", "rest", query: [URLQueryItem(name: "method", value: method)] + (try parameters())
-            + .items(["format": "json", "nojsoncallback": "1"]))
+        var request = try APIRequest.get(
+            "services", "rest",
+            query: [URLQueryItem(name: "method", value: method)] + (try parameters())
+                + .items(["format": "json", "nojsoncallback": "1"]))
         request.appendTrailingSlash()
         return request
     }
@@ -35,8 +37,9 @@ extension FlickrEndpoint {
         let status = try response.decode(FlickrStatus.self)
         guard status.stat == "ok" else {
             let error = try? JSONDecoder().decode(FlickrError.self, from: response.body)
-            throw CatenaError(.apiFailure, request: response.request, response: response, underlyingError: error,
-                              detail: error?.description ?? "stat \"\(status.stat)\"")
+            throw CatenaError(
+                .apiFailure, request: response.request, response: response, underlyingError: error,
+                detail: error?.description ?? "stat \"\(status.stat)\"")
         }
     }
 }

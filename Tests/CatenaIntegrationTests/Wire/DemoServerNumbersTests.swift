@@ -14,8 +14,9 @@ struct DemoServerNumbersTests {
         (["api", "inflight"], "hold"),
     ]
 
-    @Test("nan, inf, 1e308, -1 and a 30-digit page are each a 400 naming the parameter",
-          arguments: ["nan", "inf", "-inf", "1e308", "-1", "999999999999999999999999999999", "abc"])
+    @Test(
+        "nan, inf, 1e308, -1 and a 30-digit page are each a 400 naming the parameter",
+        arguments: ["nan", "inf", "-inf", "1e308", "-1", "999999999999999999999999999999", "abc"])
     func refused(value: String) async throws {
         let chain = try await TransportKind.asyncHTTPClient.chain(timeout: .seconds(10))
         for (path, name) in Self.cases {
@@ -23,10 +24,13 @@ struct DemoServerNumbersTests {
             #expect(response.status == .badRequest, "\(name)=\(value) on /\(path.joined(separator: "/")): \(response.status.code)")
             #expect(String(decoding: response.body, as: UTF8.self).contains(name))
         }
-        let token = try await chain.load(try APIRequest(.post, path: ["oauth", "token"], body: .form([
-            (name: "grant_type", value: "password"), (name: "username", value: "eve.holt@reqres.in"),
-            (name: "password", value: "cityslicka"), (name: "expires_in", value: value),
-        ])))
+        let token = try await chain.load(
+            try APIRequest(
+                .post, path: ["oauth", "token"],
+                body: .form([
+                    (name: "grant_type", value: "password"), (name: "username", value: "eve.holt@reqres.in"),
+                    (name: "password", value: "cityslicka"), (name: "expires_in", value: value),
+                ])))
         #expect(token.status == .badRequest, "expires_in=\(value)")
         // And the server is still up.
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "users", "2"])).status == .ok)

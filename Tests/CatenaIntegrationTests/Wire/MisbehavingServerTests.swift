@@ -60,8 +60,10 @@ func faultRequest(_ fault: MisbehavingServer.Fault, on server: MisbehavingServer
 }
 
 /// Loads `request` and checks that it ends as `expected`, within its timeout and a margin.
-func expectOutcome(_ loader: any HTTPLoader, _ request: APIRequest, _ expected: Expected, _ label: String,
-                   sourceLocation: SourceLocation = #_sourceLocation) async {
+func expectOutcome(
+    _ loader: any HTTPLoader, _ request: APIRequest, _ expected: Expected, _ label: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async {
     let start = ContinuousClock.now
     let result: Result<APIResponse, CatenaError>
     do {
@@ -124,13 +126,16 @@ struct MisbehavingServerTests {
         }
     }
 
-    @Test("a 401 or 407 with any challenge is a response, returned at once, also to 20 callers at once",
-          arguments: TransportKind.allCases)
+    @Test(
+        "a 401 or 407 with any challenge is a response, returned at once, also to 20 callers at once",
+        arguments: TransportKind.allCases)
     func challengesAreResponses(kind: TransportKind) async throws {
         let server = try await FaultServer.running()
         let transport = kind.make(timeout: .seconds(5))
-        let challenges: [MisbehavingServer.Fault] = [.basicChallenge, .digestChallenge, .negotiateChallenge, .bearerChallenge,
-                                                     .multipleChallenges, .proxyChallenge]
+        let challenges: [MisbehavingServer.Fault] = [
+            .basicChallenge, .digestChallenge, .negotiateChallenge, .bearerChallenge,
+            .multipleChallenges, .proxyChallenge,
+        ]
         let start = ContinuousClock.now
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<20 {
@@ -191,11 +196,11 @@ struct MisbehavingServerTests {
     }
 }
 
-
 @Suite("The demo server compresses like a real one")
 struct CompressionTests {
-    @Test("a large JSON body arrives compressed and is decoded by the transport",
-          arguments: TransportKind.allCases, [nil, "gzip", "deflate", "gzip;q=0, deflate"])
+    @Test(
+        "a large JSON body arrives compressed and is decoded by the transport",
+        arguments: TransportKind.allCases, [nil, "gzip", "deflate", "gzip;q=0, deflate"])
     func decoded(kind: TransportKind, asked: String?) async throws {
         let chain = try await kind.chain()
         var request = try APIRequest(.get, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")])
@@ -212,8 +217,10 @@ struct CompressionTests {
     @Test("asking for no compression gets none; small bodies are never compressed", arguments: TransportKind.allCases)
     func identity(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        let plain = try await chain.load(try APIRequest(.get, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")],
-                                                        headerFields: [.acceptEncoding: "identity"]))
+        let plain = try await chain.load(
+            try APIRequest(
+                .get, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")],
+                headerFields: [.acceptEncoding: "identity"]))
         #expect(plain.headerFields[.contentEncoding] == nil)
         #expect(try JSONSerialization.jsonObject(with: plain.body) is [String: Any])
         let small = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))
@@ -227,8 +234,9 @@ struct ResendBeforeHeadTests {
 
     /// The failure the transport sees when a reused connection's bytes do not parse.
     static func preHeadFailure(_ request: APIRequest) -> CatenaError {
-        CatenaError(.invalidResponse, request: request, underlyingError: AsyncHTTPClientTransport.PreHeadFailure(error: Broken()),
-                    detail: "the response's framing is broken")
+        CatenaError(
+            .invalidResponse, request: request, underlyingError: AsyncHTTPClientTransport.PreHeadFailure(error: Broken()),
+            detail: "the response's framing is broken")
     }
 
     @Test("a failure before the head with time left is sent again, reported to the call's observers; the second answer is the answer")
@@ -238,7 +246,9 @@ struct ResendBeforeHeadTests {
         request.observe(CallObserver { event in events.withLock { $0.append(event) } })
         let attempts = Locked(0)
         let answer = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .seconds(5)) { _ throws(CatenaError) -> Int in
-            let attempt = attempts.withLock { $0 += 1; return $0 }
+            let attempt = attempts.withLock {
+                $0 += 1; return $0
+            }
             if attempt == 1 { throw Self.preHeadFailure(request) }
             return attempt
         }
@@ -252,10 +262,13 @@ struct ResendBeforeHeadTests {
         let attempts = Locked(0)
         do {
             _ = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .seconds(5)) { _ throws(CatenaError) -> Int in
-                let attempt = attempts.withLock { $0 += 1; return $0 }
+                let attempt = attempts.withLock {
+                    $0 += 1; return $0
+                }
                 if attempt == 1 { throw Self.preHeadFailure(request) }
-                throw CatenaError(.connectionLost, request: request,
-                                  underlyingError: AsyncHTTPClientTransport.PreHeadFailure(error: Broken()), detail: "the connection closed")
+                throw CatenaError(
+                    .connectionLost, request: request,
+                    underlyingError: AsyncHTTPClientTransport.PreHeadFailure(error: Broken()), detail: "the connection closed")
             }
             Issue.record("expected the failure")
         } catch {
@@ -271,7 +284,7 @@ struct ResendBeforeHeadTests {
         do {
             _ = try await AsyncHTTPClientTransport.resendingBeforeHead(request, within: .milliseconds(50)) { _ throws(CatenaError) -> Int in
                 attempts.withLock { $0 += 1 }
-                try? await Task.sleep(for: .milliseconds(100))   // waited for a pooled connection
+                try? await Task.sleep(for: .milliseconds(100))  // waited for a pooled connection
                 throw Self.preHeadFailure(request)
             }
             Issue.record("expected a timeout")

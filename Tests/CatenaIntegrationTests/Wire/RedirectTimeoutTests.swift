@@ -7,8 +7,10 @@ import Testing
 @Suite("Redirects and timeouts, the same on every transport", .serialized)
 struct RedirectTimeoutTests {
     /// A request to the misbehaving server's `/redirect` that sends the caller to `target`.
-    static func redirect(_ status: Int, to target: String, method: HTTPRequest.Method = .get,
-                         body: APIRequest.Body = .empty) async throws -> APIRequest {
+    static func redirect(
+        _ status: Int, to target: String, method: HTTPRequest.Method = .get,
+        body: APIRequest.Body = .empty
+    ) async throws -> APIRequest {
         let server = try await FaultServer.running()
         var components = URLComponents(url: server.url(.redirect), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "status", value: "\(status)"), URLQueryItem(name: "to", value: target)]
@@ -19,8 +21,9 @@ struct RedirectTimeoutTests {
         "http://\(host):\(try await TestServer.running().port)/api/echo"
     }
 
-    @Test("307 and 308 keep the method and the body, also a file body and with upload progress watched",
-          arguments: TransportKind.allCases, [307, 308])
+    @Test(
+        "307 and 308 keep the method and the body, also a file body and with upload progress watched",
+        arguments: TransportKind.allCases, [307, 308])
     func keepBody(kind: TransportKind, status: Int) async throws {
         let transport = kind.make()
         let payload = patternData(200_000)
@@ -65,8 +68,9 @@ struct RedirectTimeoutTests {
     enum Source: String, CaseIterable, Sendable { case environment, authorization, cookie, apiKeyHeader }
     enum Destination: String, CaseIterable, Sendable { case sameOrigin, otherPort, otherHost }
 
-    @Test("credentials and the environment's headers never follow a redirect to another origin",
-          arguments: TransportKind.allCases, Destination.allCases)
+    @Test(
+        "credentials and the environment's headers never follow a redirect to another origin",
+        arguments: TransportKind.allCases, Destination.allCases)
     func credentialsStayHome(kind: TransportKind, destination: Destination) async throws {
         let demo = try await TestServer.running()
         let fault = try await FaultServer.running()
@@ -81,8 +85,12 @@ struct RedirectTimeoutTests {
             case .otherPort, .otherHost:
                 base = fault.baseURL
                 let target = try await Self.echoURL(host: destination == .otherHost ? "localhost" : "127.0.0.1")
-                request = try APIRequest(.get, path: ["redirect"], query: [URLQueryItem(name: "status", value: "307"),
-                                                                           URLQueryItem(name: "to", value: target)])
+                request = try APIRequest(
+                    .get, path: ["redirect"],
+                    query: [
+                        URLQueryItem(name: "status", value: "307"),
+                        URLQueryItem(name: "to", value: target),
+                    ])
             }
             var fields = HTTPFields()
             var environmentFields = HTTPFields()
@@ -104,10 +112,13 @@ struct RedirectTimeoutTests {
 
     @Test("a cross-origin or downgrading redirect strips secrets; a same-origin one keeps them")
     func strippingRules() throws {
-        var request = try APIRequest(.post, urlString: "https://api.example.com/v1/upload",
-                                     headerFields: [.authorization: "Bearer t", HTTPField.Name("X-Api-Key")!: "k",
-                                                    HTTPField.Name("X-Env")!: "e", .accept: "application/json"],
-                                     body: .text("x"))
+        var request = try APIRequest(
+            .post, urlString: "https://api.example.com/v1/upload",
+            headerFields: [
+                .authorization: "Bearer t", HTTPField.Name("X-Api-Key")!: "k",
+                HTTPField.Name("X-Env")!: "e", .accept: "application/json",
+            ],
+            body: .text("x"))
         request[option: OriginBoundHeaders.self] = [HTTPField.Name("X-Env")!]
         func follow(_ status: Int, _ location: String) throws -> APIRequest? {
             let response = APIResponse(status: .init(code: status), headerFields: [.location: location], body: Data(), request: request)
@@ -135,8 +146,9 @@ struct RedirectTimeoutTests {
         #expect(try follow(200, "/elsewhere") == nil)
     }
 
-    @Test("the timeout is Catena's own, to the millisecond: 900 ms for a 100 ms answer, 1.9 s for a 1.1 s one",
-          arguments: TransportKind.allCases)
+    @Test(
+        "the timeout is Catena's own, to the millisecond: 900 ms for a 100 ms answer, 1.9 s for a 1.1 s one",
+        arguments: TransportKind.allCases)
     func subSecondTimeouts(kind: TransportKind) async throws {
         let chain = try await kind.chain()
         for (timeout, delay) in [(Duration.milliseconds(900), "0.1"), (.milliseconds(1900), "1.1")] {
@@ -156,9 +168,11 @@ struct RedirectTimeoutTests {
     @Test("cancelling calls while their redirects are pending never brings the process down", arguments: TransportKind.allCases)
     func cancelDuringRedirects(kind: TransportKind) async throws {
         let chain = try await kind.chain(timeout: .seconds(10))
-        let request = try APIRequest(.get, path: ["api", "redirect"], query: [
-            URLQueryItem(name: "to", value: "/api/redirect?to=/api/users/2"),
-        ])
+        let request = try APIRequest(
+            .get, path: ["api", "redirect"],
+            query: [
+                URLQueryItem(name: "to", value: "/api/redirect?to=/api/users/2")
+            ])
         // Cancels spread from 0 to 40 times an uncancelled call's time (20 run at once),
         // in waves of 20, so they land before, between and after the redirects.
         let start = ContinuousClock.now

@@ -11,7 +11,12 @@ import Synchronization
 struct PhotosDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "photos",
-        abstract: "Seed 001's fan-out: list recent photos, fetch every photo's sizes with bounded concurrency and retries, build the URLs."
+        abstract: "Seed 001's fan-out: list recent photos, fetch every photo's sizes with bounded concurrency and retries, build the URLs.",
+        discussion: """
+            From seed 001 (TWGOperations' Flickr example): 1 list call, then one sizes call per photo, a \
+            bounded number at a time, retried on transient failures, partial failures reported per photo. \
+            On a terminal one progress bar updates in place; otherwise a line at every tenth.
+            """
     )
 
     @OptionGroup var connection: ConnectionOptions

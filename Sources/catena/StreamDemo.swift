@@ -7,7 +7,11 @@ import Foundation
 struct StreamDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stream",
-        abstract: "Server-sent events: print model-like tokens as they arrive, reconnecting with Last-Event-ID when the server cuts the stream."
+        abstract: "Server-sent events: print model-like tokens as they arrive, reconnecting with Last-Event-ID when the server cuts the stream.",
+        discussion: """
+            Not from a seed: the streaming users of every peer ask for. The tokens go through the same \
+            chain as every other call; shows the time to the first token and each reconnection.
+            """
     )
 
     @OptionGroup var connection: ConnectionOptions

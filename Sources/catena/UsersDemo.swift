@@ -9,7 +9,12 @@ import ReqresAPI
 struct UsersDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
-        abstract: "Seed 000's chain: fetch the user list, decode it, fetch one user, decode it."
+        abstract: "Seed 000's chain: fetch the user list, decode it, fetch one user, decode it.",
+        discussion: """
+            From seed 000 (the Operation tutorial) and seed 004 (the loader chain): one chain, two calls, \
+            errors reaching the caller. --engine operations runs it as two chained EndpointOperations (seed 003's \
+            result passing); --trace prints the run's spans and metrics.
+            """
     )
 
     @OptionGroup var connection: ConnectionOptions

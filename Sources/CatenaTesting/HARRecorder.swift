@@ -42,31 +42,32 @@ public final class HARRecorder: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        let started = Date(), clock = ContinuousClock.now
-        let sentBody = await recordableBody(of: request)
-        do {
-            let response = try await next.load(request)
-            record(
-                request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                response: response, body: response.body, comment: nil)
-            return response
-        } catch {
-            record(
-                request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                response: error.response, body: error.response?.body ?? Data(), comment: nil, error: error.code)
-            throw error
+        try await recording(request, send: { () async throws(CatenaError) -> APIResponse in try await next.load(request) }) {
+            ($0, $0.body, nil)
         }
     }
 
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        try await recording(request, send: { () async throws(CatenaError) -> StreamedResponse in try await next.stream(request) }) {
+            ($0.head, nil, "streamed: the body is not recorded")
+        }
+    }
+
+    /// Sends `request` with `send` and records the exchange: what `describe` makes of
+    /// the answer (the response, its body if it has one, a comment), or the failure.
+    private func recording<Answer>(
+        _ request: APIRequest, send: () async throws(CatenaError) -> Answer,
+        describe: (Answer) -> (response: APIResponse, body: Data?, comment: String?)
+    ) async throws(CatenaError) -> Answer {
         let started = Date(), clock = ContinuousClock.now
         let sentBody = await recordableBody(of: request)
         do {
-            let streamed = try await next.stream(request)
+            let answer = try await send()
+            let (response, body, comment) = describe(answer)
             record(
                 request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                response: streamed.head, body: nil, comment: "streamed: the body is not recorded")
-            return streamed
+                response: response, body: body, comment: comment)
+            return answer
         } catch {
             record(
                 request, sentBody, started: started, elapsed: ContinuousClock.now - clock,

@@ -41,18 +41,15 @@ extension String {
     func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
 
-extension FinishedInMemorySpan {
-    func string(_ name: String) -> String? {
-        if case .string(let value) = attributes.get(name) { return value }
-        return nil
-    }
-    func int(_ name: String) -> Int64? {
-        if case .int64(let value) = attributes.get(name) { return value }
-        return nil
-    }
+/// Spans and span events: typed reads of their attributes.
+protocol HasSpanAttributes {
+    var attributes: SpanAttributes { get }
 }
 
-extension SpanEvent {
+extension FinishedInMemorySpan: HasSpanAttributes {}
+extension SpanEvent: HasSpanAttributes {}
+
+extension HasSpanAttributes {
     func string(_ name: String) -> String? {
         if case .string(let value) = attributes.get(name) { return value }
         return nil

@@ -41,6 +41,10 @@ struct CookieJarTests {
         #expect(jar.all.map(\.name) == ["host", "wide"])
         store(jar, "https://shop.co.uk/", "suffix=1; Domain=co.uk")
         #expect(field(jar, "https://other.co.uk/") == nil)
+        // A trailing dot neither widens a Domain nor splits a host from itself.
+        store(jar, "https://x.com./", "dot=1; Domain=com.")
+        #expect(field(jar, "https://y.com./") == nil)
+        #expect(field(jar, "https://API.Example.com./x") == "host=1; wide=2")
         // An IP address never domain-matches a parent.
         store(jar, "http://127.0.0.1/", "ip=1; Domain=0.0.1")
         #expect(field(jar, "http://127.0.0.1/") == nil)

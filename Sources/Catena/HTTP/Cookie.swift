@@ -48,6 +48,13 @@ public struct Cookie: Sendable, Hashable {
         return String(path[..<slash])
     }
 
+    /// `host` as cookies compare it: lowercased, without the trailing dot of a fully
+    /// qualified name ("Example.COM." is "example.com").
+    static func canonicalHost(_ host: String) -> String {
+        let lowered = host.lowercased()
+        return lowered.hasSuffix(".") ? String(lowered.dropLast()) : lowered
+    }
+
     static func isIPAddress(_ host: String) -> Bool {
         host.contains(":")
             || (!host.isEmpty && host.split(separator: ".", omittingEmptySubsequences: false).count == 4
@@ -97,6 +104,9 @@ struct SetCookie: Equatable {
             case "domain":
                 var domain = argument.lowercased()
                 if domain.hasPrefix(".") { domain.removeFirst() }
+                // "com." would slip past the one-label public-suffix rule: browsers
+                // refuse a Domain with a trailing dot, and so does this.
+                if domain.hasSuffix(".") { return nil }
                 self.domain = domain.isEmpty ? nil : domain
             case "path":
                 path = argument.hasPrefix("/") ? argument : nil

@@ -29,7 +29,7 @@ public final class CookieJar: Sendable {
     /// The value of the `Cookie` field for `request`, or nil when no cookie goes with it:
     /// those whose domain and path match, Secure ones over HTTPS only, longest path first.
     public func cookieField(for request: APIRequest) -> String? {
-        guard let host = request.host?.lowercased() else { return nil }
+        guard let host = request.host.map(Cookie.canonicalHost) else { return nil }
         let secure = request.scheme?.lowercased() == "https"
         let path = request.percentEncodedPath.isEmpty ? "/" : request.percentEncodedPath
         let now = now()
@@ -52,7 +52,7 @@ public final class CookieJar: Sendable {
     }
 
     func store(_ fields: HTTPFields, for request: APIRequest) {
-        guard let host = request.host?.lowercased() else { return }
+        guard let host = request.host.map(Cookie.canonicalHost) else { return }
         let secure = request.scheme?.lowercased() == "https"
         let now = now()
         let parsed = fields[values: .setCookie].compactMap(SetCookie.init)

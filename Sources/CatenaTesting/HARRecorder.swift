@@ -114,7 +114,8 @@ public final class HARRecorder: HTTPMiddleware {
         let harResponse = HAR.Response(
             status: response?.status.code ?? 0, statusText: response?.status.reasonPhrase ?? "", httpVersion: "unknown",
             cookies: [], headers: response.map { Self.headers($0.headerFields, redactor) } ?? [], content: content,
-            redirectURL: response?.headerFields[.location] ?? "", headersSize: -1, bodySize: body?.count ?? -1)
+            redirectURL: (response?.headerFields[.location]).map { redactor.scrub(redaction.redact(urlString: $0)) } ?? "", headersSize: -1,
+            bodySize: body?.count ?? -1)
 
         let timing = response?.timing
         let wait = timing.map { Self.milliseconds($0.timeToFirstByte) } ?? Self.milliseconds(elapsed)
@@ -135,9 +136,16 @@ public final class HARRecorder: HTTPMiddleware {
 
     private static func headers(_ fields: HTTPFields, _ redactor: HARBodyRedactor) -> [HAR.NameValue] {
         fields.map { field in
-            HAR.NameValue(
-                name: field.name.rawName,
-                value: redactor.redaction.isSecretHeader(field.name) ? Redaction.placeholder : redactor.scrub(field.value))
+            let value =
+                if redactor.redaction.isSecretHeader(field.name) {
+                    Redaction.placeholder
+                } else if field.name == .location || field.name == .contentLocation {
+                    // A URL the server made may carry a secret of its own (?token=…).
+                    redactor.scrub(redactor.redaction.redact(urlString: field.value))
+                } else {
+                    redactor.scrub(field.value)
+                }
+            return HAR.NameValue(name: field.name.rawName, value: value)
         }
     }
 

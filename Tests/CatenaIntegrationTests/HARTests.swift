@@ -24,6 +24,12 @@ struct HARTests {
                 try APIRequest(.post, path: ["api", "echo"], body: .form([(name: "username", value: "eve"), (name: "password", value: "hunter2-form")]))
             ).status == .ok)
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "users", "99"])).status == .notFound)
+        // A redirect whose Location carries a token (the demo server redirects to the
+        // target it is given, so the token is in this request's URL too: only the
+        // response's side is checked).
+        var redirect = try APIRequest(.get, path: ["api", "redirect"], query: [URLQueryItem(name: "to", value: "/api/echo?token=l0cation-secret")])
+        redirect[option: RedirectPolicy.self] = .never
+        #expect(try await chain.load(redirect).status == .found)
         let refused = APIRequest(.get, url: URL(string: "http://127.0.0.1:\(closedPort)/gone")!)
         await #expect(throws: CatenaError.self) { try await chain.load(refused) }
     }
@@ -47,7 +53,7 @@ struct HARTests {
         #expect(log["version"] as? String == "1.2")
         #expect((log["creator"] as? [String: Any])?["name"] as? String == "Catena")
         let entries = try #require(log["entries"] as? [[String: Any]])
-        #expect(entries.count == 5)
+        #expect(entries.count == 6)
         for entry in entries {
             #expect(Set(entry.keys).isSuperset(of: ["startedDateTime", "time", "request", "response", "cache", "timings"]))
             let request = try #require(entry["request"] as? [String: Any])
@@ -67,7 +73,9 @@ struct HARTests {
         #expect(har.log.entries[0].request.url.hasSuffix("/api/users/2?api_key=<redacted>"))
         #expect(har.log.entries[0].timings.wait >= 0)
         #expect(har.log.entries[2].request.postData?.text == "username=eve&password=<redacted>")
-        #expect(har.log.entries[4]._error == CatenaError.Code.cannotConnect.rawValue)
+        #expect(har.log.entries[4].response.redirectURL == "/api/echo?token=<redacted>")
+        #expect(har.log.entries[4].response.headers.first { $0.name.lowercased() == "location" }?.value == "/api/echo?token=<redacted>")
+        #expect(har.log.entries[5]._error == CatenaError.Code.cannotConnect.rawValue)
 
         // The replay answers the same requests from the file, with the server's bodies.
         let replay = try HARReplayTransport(contentsOf: file)

@@ -59,9 +59,9 @@ func faultRequest(_ fault: MisbehavingServer.Fault, on server: MisbehavingServer
     return request
 }
 
-/// Loads `request` and checks that it ends as `expected`, within its timeout and a margin.
+/// Loads `request` and checks that it ends as `expected`, within its timeout and `margin`.
 func expectOutcome(
-    _ loader: any HTTPLoader, _ request: APIRequest, _ expected: Expected, _ label: String,
+    _ loader: any HTTPLoader, _ request: APIRequest, _ expected: Expected, _ label: String, margin: Duration = .seconds(3),
     sourceLocation: SourceLocation = #_sourceLocation
 ) async {
     let start = ContinuousClock.now
@@ -72,7 +72,7 @@ func expectOutcome(
         result = .failure(error)
     }
     let elapsed = ContinuousClock.now - start
-    #expect(elapsed < (request.timeout ?? .seconds(10)) + .seconds(3), "\(label) took \(elapsed)", sourceLocation: sourceLocation)
+    #expect(elapsed < (request.timeout ?? .seconds(10)) + margin, "\(label) took \(elapsed)", sourceLocation: sourceLocation)
     switch (expected, result) {
     case (.status(let code), .success(let response)):
         #expect(response.status.code == code, "\(label)", sourceLocation: sourceLocation)
@@ -108,7 +108,12 @@ struct MisbehavingServerTests {
         let transport = kind.make(timeout: .seconds(30))
         await withTaskGroup(of: Void.self) { group in
             for fault in Self.faults + Self.faults {
-                group.addTask { await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)") }
+                // All faults at once end on corelibs' one delegate queue: with the whole
+                // suite running, URLSession's took up to 4.3 s for a 1 s timeout (each
+                // alone, under 3 s). Still far from a hang, which never ends.
+                group.addTask {
+                    await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)", margin: .seconds(6))
+                }
             }
         }
         for _ in 0..<5 {

@@ -151,10 +151,22 @@ struct RedirectTimeoutTests {
         arguments: TransportKind.allCases)
     func subSecondTimeouts(kind: TransportKind) async throws {
         let chain = try await kind.chain()
+        // A timeout cut to whole seconds (what corelibs URLSession does with its own, see
+        // DESIGN.md) fails these every time; a loaded machine can make one answer late, so
+        // each pair gets three tries and must succeed once.
         for (timeout, delay) in [(Duration.milliseconds(900), "0.1"), (.milliseconds(1900), "1.1")] {
             var request = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "delay", value: delay)])
             request[option: RequestTimeout.self] = timeout
-            #expect(try await chain.load(request).status == .ok, "\(kind) \(timeout) for \(delay) s")
+            var failures: [String] = []
+            for _ in 0..<3 {
+                do {
+                    if try await chain.load(request).status == .ok { break }
+                    failures.append("not 200")
+                } catch {
+                    failures.append("\(error)")
+                }
+            }
+            #expect(failures.count < 3, "\(kind) \(timeout) for \(delay) s: \(failures)")
         }
         var late = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "delay", value: "5")])
         late[option: RequestTimeout.self] = .milliseconds(1500)
@@ -175,9 +187,15 @@ struct RedirectTimeoutTests {
             ])
         // Cancels spread from 0 to 40 times an uncancelled call's time (20 run at once),
         // in waves of 20, so they land before, between and after the redirects.
-        let start = ContinuousClock.now
-        #expect(try await chain.load(request).status == .ok)
-        let typical = ContinuousClock.now - start
+        // The pace is the fastest of three uncancelled calls, at most 50 ms: one slow first
+        // call on a loaded machine once stretched the waves to five minutes.
+        var fastest = Duration.milliseconds(50)
+        for _ in 0..<3 {
+            let start = ContinuousClock.now
+            #expect(try await chain.load(request).status == .ok)
+            fastest = min(fastest, ContinuousClock.now - start)
+        }
+        let typical = fastest
         var outcomes: [String?] = []
         for _ in 0..<10 {
             outcomes += await withTaskGroup(of: String?.self) { group in

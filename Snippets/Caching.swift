@@ -1,0 +1,41 @@
+// The HTTP cache: fresh answers from memory, stale ones revalidated, secrets kept apart.
+// Runs against the embedded demo server: `swift run Caching`.
+
+// snippet.hide
+import CatenaDemoServer
+import Foundation
+
+let server = try await DemoServer.start()
+let environment = ServerEnvironment(scheme: "http", host: "127.0.0.1", port: server.port)
+// snippet.show
+import Catena
+import CatenaAsyncHTTPClient
+
+// snippet.chain
+let cache = HTTPCache(maximumBytes: 20 << 20)  // least recently used entries go first
+let chain =
+    ApplyEnvironment(environment)  // the cache keys on the whole URL, so after this
+    --> cache
+    --> Retry()  // a retried call is stored once
+    --> AsyncHTTPClientTransport()
+// snippet.end
+
+// snippet.fresh
+// The demo route answers with `Cache-Control: max-age=60` and an ETag.
+let fresh = try APIRequest(.get, path: ["api", "cache", "profile"], query: [URLQueryItem(name: "max_age", value: "60")])
+_ = try await chain.load(fresh)  // a miss: from the server, stored
+_ = try await chain.load(fresh)  // a hit: from memory, no request
+print(cache.statistics.hits, cache.statistics.misses)  // 1 1
+// snippet.end
+
+// snippet.revalidate
+// `no-cache`: stored, but asked about each time with If-None-Match; a 304 answers
+// with the stored body.
+let checked = try APIRequest(.get, path: ["api", "cache", "feed"], query: [URLQueryItem(name: "no_cache", value: "1")])
+_ = try await chain.load(checked)
+let again = try await chain.load(checked)
+print(again.status, cache.statistics.revalidated)  // 200 OK 1
+// snippet.end
+
+// snippet.hide
+await server.stop()

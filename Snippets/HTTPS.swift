@@ -1,0 +1,46 @@
+// Trusting a private certificate authority through Catena's own API, over HTTP/2.
+// Runs against the embedded demo server over TLS: `swift run HTTPS`.
+
+// snippet.hide
+import CatenaDemoServer
+
+// A throwaway CA and a leaf for 127.0.0.1, as `catena serve --tls` makes them.
+let authority = try DemoCertificateAuthority()
+let server = try await DemoServer.start(tls: DemoTLS(certificate: try authority.issue()))
+let caPEM = authority.certificatePEM
+// snippet.show
+import Catena
+import CatenaAsyncHTTPClient
+
+// snippet.trust
+// The CA's PEM, say from a file: `String(contentsOfFile: "ca.pem", encoding: .utf8)`.
+let trust = try ServerTrust(additionalRootsPEM: caPEM)  // besides the system's roots
+let transport = try AsyncHTTPClientTransport(trust: trust)  // throws what it cannot check
+let chain = ApplyEnvironment(ServerEnvironment(host: "127.0.0.1", port: server.port)) --> transport
+// snippet.end
+
+// snippet.call
+// HTTP/2 where the server offers it (ALPN); many calls share one connection.
+let answers = try await withThrowingTaskGroup(of: Int.self) { group in
+    for id in 1...12 {
+        group.addTask { try await chain.load(try .get("api", "users", String(id))).status.code }
+    }
+    var codes: [Int] = []
+    for try await code in group { codes.append(code) }
+    return codes
+}
+print(answers)  // twelve 200s
+// snippet.end
+
+// snippet.untrusted
+do {
+    _ = try await (ApplyEnvironment(ServerEnvironment(host: "127.0.0.1", port: server.port)) --> AsyncHTTPClientTransport())
+        .load(try .get("api", "users", "2"))
+} catch {
+    print(error.code)  // untrustedServer: the system's roots do not know the demo CA
+}
+// snippet.end
+
+// snippet.hide
+try await transport.shutdown()
+await server.stop()

@@ -18,7 +18,7 @@ struct CurlDescriptionTests {
         #expect(text.contains(#"-H 'Authorization: <redacted>'"#))
         #expect(text.contains(#"-H 'X-Trace: a'\''b'"#))
         #expect(text.contains(#"-H 'Content-Type: application/json'"#))
-        #expect(text.contains(#"--data-binary '{"name":"O'\''Brien"}'"#))
+        #expect(text.contains(#"--data-raw '{"name":"O'\''Brien"}'"#))
         #expect(!text.contains("abc") && !text.contains("s3cret"))
         let open = request.curlDescription(redacting: nil)
         #expect(open.contains("Bearer abc") && open.contains("api_key=s3cret"))
@@ -35,6 +35,24 @@ struct CurlDescriptionTests {
         var compressed = try APIRequest(.get, urlString: "http://127.0.0.1/x")
         compressed.headerFields[.acceptEncoding] = "gzip, deflate"
         #expect(compressed.curlDescription.hasSuffix("--compressed"))
+    }
+
+    @Test("nothing reaches curl in a form it interprets: @ and < bodies, globs, empty headers, GET with a body")
+    func nothingCurlInterprets() throws {
+        for text in ["@/etc/hostname", "<file", "-X DELETE", "@-"] {
+            let request = try APIRequest(.post, urlString: "http://127.0.0.1/x", body: .text(text))
+            #expect(request.curlDescription.hasSuffix("--data-raw " + APIRequest.shellQuoted(text)))
+            #expect(!request.curlDescription.contains("--data-binary"))
+        }
+        // Brackets and braces are curl's URL globs (whether they survive URL parsing
+        // depends on Foundation; where they do, curl must be told not to expand them).
+        let globbed = try APIRequest(.get, urlString: "http://127.0.0.1/x?a[0]={b}").curlDescription
+        #expect(!globbed.contains("[") || globbed.hasPrefix("curl --globoff "), "\(globbed)")
+        var empty = try APIRequest(.get, urlString: "http://127.0.0.1/x")
+        empty.headerFields[HTTPField.Name("X-Empty")!] = ""
+        #expect(empty.curlDescription.contains("-H 'X-Empty;'"))
+        let getWithBody = try APIRequest(.get, urlString: "http://127.0.0.1/x", body: .text("q"))
+        #expect(getWithBody.curlDescription.hasPrefix("curl -X 'GET' "))
     }
 
     @Test("shell quoting: 300 random strings come back unchanged through sh")

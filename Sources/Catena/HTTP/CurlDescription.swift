@@ -15,34 +15,47 @@ extension APIRequest {
     ///
     /// A relative request (no host yet) prints its path only: take the description
     /// below ``ApplyEnvironment`` (as ``LogMiddleware`` placed there does) for a whole
-    /// URL. A text body is passed inline; other bytes go through `base64 -d`, so the
-    /// command sends exactly what the transport would. A streamed or file body is not
-    /// read: a comment names it.
+    /// URL. A text body is passed inline with `--data-raw`, which curl never reads as a
+    /// file name (`--data-binary @NAME` would upload the file NAME); other bytes go
+    /// through `base64 -d` and standard input, so the command sends exactly the bytes the
+    /// transport would. A streamed or file body is not read: a comment names it. No value
+    /// reaches curl in a form it interprets: a URL with `[`, `]`, `{` or `}` gets
+    /// `--globoff`, an empty header value is written `Name;` (curl drops `Name:`), and
+    /// every argument is single-quoted for the shell.
     public func curlDescription(redacting redaction: Redaction?) -> String {
         var lines: [String] = []
         var command = "curl"
+        let snapshot = body.snapshot
+        let hasBody: Bool
+        if case .none = snapshot { hasBody = false } else { hasBody = true }
         switch method {
-        case .get: break
-        case .head: command += " --head"
+        // curl sends a GET or HEAD with a body as a POST unless told the method.
+        case .get where !hasBody: break
+        case .head where !hasBody: command += " --head"
         default: command += " -X " + Self.shellQuoted(method.rawValue)
         }
-        lines.append(command + " " + Self.shellQuoted(assembleURL(redacting: redaction)))
+        let url = assembleURL(redacting: redaction)
+        if url.contains(where: { "[]{}".contains($0) }) { command += " --globoff" }
+        lines.append(command + " " + Self.shellQuoted(url))
         var fields = headerFields
-        if fields[.contentType] == nil, let type = body.contentType, !body.isEmpty { fields[.contentType] = type }
+        if fields[.contentType] == nil, let type = body.contentType, hasBody { fields[.contentType] = type }
         for field in fields {
             let secret = redaction?.isSecretHeader(field.name) ?? false
-            lines.append("-H " + Self.shellQuoted("\(field.name.rawName): \(secret ? Redaction.placeholder : field.value)"))
+            let value = secret ? Redaction.placeholder : field.value
+            lines.append("-H " + Self.shellQuoted(value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(value)"))
         }
+        // With a body and no Content-Type, curl would add its own form type.
+        if hasBody, fields[.contentType] == nil { lines.append("-H 'Content-Type:'") }
         if let encodings = fields[.acceptEncoding]?.lowercased(), ["gzip", "deflate", "br"].contains(where: encodings.contains) {
             lines.append("--compressed")
         }
         var prefix = ""
-        switch body.snapshot {
+        switch snapshot {
         case .none:
             break
         case .bytes(let data):
             if let text = String(data: data, encoding: .utf8), !text.unicodeScalars.contains(where: { $0.value == 0 }) {
-                lines.append("--data-binary " + Self.shellQuoted(text))
+                lines.append("--data-raw " + Self.shellQuoted(text))
             } else {
                 prefix = "printf %s " + Self.shellQuoted(data.base64EncodedString()) + " | base64 -d | "
                 lines.append("--data-binary @-")

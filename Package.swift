@@ -16,8 +16,24 @@ let package = Package(
         .library(name: "CatenaOperations", targets: ["CatenaOperations"]),
         .library(name: "CatenaObservability", targets: ["CatenaObservability"]),
         .library(name: "CatenaOpenAPI", targets: ["CatenaOpenAPI"]),
+        // Catena's own demo server, a product only so that the article snippets can link
+        // it; its dependencies come with the DemoServer trait, which no user needs.
         .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
-        .executable(name: "catena", targets: ["catena"]),
+    ],
+    // What a dependent resolves and builds is what it asks for. The core products
+    // (Catena, CatenaTesting, CatenaOperations) need swift-http-types and swift-log only;
+    // each product with dependencies of its own comes with a trait:
+    //   .package(url: "https://github.com/…/Catena", from: "…", traits: ["AsyncHTTPClient"])
+    // Without its trait a product's module holds unavailable placeholders whose message
+    // names the trait. Catena's own demo, command, benchmarks, tests and snippets are not
+    // products, so nothing they use reaches a dependent (measured: scripts/check-consumer.sh);
+    // building them here takes `--enable-all-traits`.
+    traits: [
+        .trait(name: "AsyncHTTPClient", description: "CatenaAsyncHTTPClient: the AsyncHTTPClient transport (SwiftNIO)."),
+        .trait(name: "Observability", description: "CatenaObservability: tracing and metrics middleware."),
+        .trait(name: "OpenAPI", description: "CatenaOpenAPI: generated OpenAPI clients through a Catena chain."),
+        .trait(name: "DemoServer", description: "CatenaDemoServer: Catena's own demo server (Hummingbird), for its snippets."),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
@@ -55,14 +71,14 @@ let package = Package(
             name: "CatenaAsyncHTTPClient",
             dependencies: [
                 "Catena",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOFoundationCompat", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOHTTPCompression", package: "swift-nio-extras", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2", condition: .when(traits: ["AsyncHTTPClient"])),
             ],
             swiftSettings: strict
         ),
@@ -75,8 +91,8 @@ let package = Package(
             name: "CatenaObservability",
             dependencies: [
                 "Catena",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Observability"])),
+                .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Observability"])),
             ],
             swiftSettings: strict
         ),
@@ -86,7 +102,7 @@ let package = Package(
             name: "CatenaOpenAPI",
             dependencies: [
                 "Catena",
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: .when(traits: ["OpenAPI"])),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strict
@@ -109,20 +125,20 @@ let package = Package(
             name: "CatenaDemoServer",
             dependencies: [
                 "Catena",  // for its TSan-visible lock only
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
+                .product(name: "HummingbirdCore", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
+                .product(name: "HummingbirdTLS", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["DemoServer"])),
+                .product(name: "X509", package: "swift-certificates", condition: .when(traits: ["DemoServer"])),
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["DemoServer"])),
+                .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(traits: ["DemoServer"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["DemoServer"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["DemoServer"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["DemoServer"])),
+                .product(name: "NIOFoundationCompat", package: "swift-nio", condition: .when(traits: ["DemoServer"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["DemoServer"])),
+                .product(name: "CompressNIO", package: "compress-nio", condition: .when(traits: ["DemoServer"])),
             ],
             swiftSettings: strict
         ),

@@ -1,5 +1,5 @@
 // Basic and bearer credentials bound to origins, an OAuth 2 token endpoint, and logout.
-// Runs against the embedded demo server: `swift run Authentication`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Authentication`.
 
 // snippet.hide
 import CatenaDemoServer

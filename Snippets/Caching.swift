@@ -1,5 +1,5 @@
 // The HTTP cache: fresh answers from memory, stale ones revalidated, secrets kept apart.
-// Runs against the embedded demo server: `swift run Caching`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Caching`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,5 +1,5 @@
 // Endpoints, the client, fan-out, downloads and uploads.
-// Runs against the embedded demo server: `swift run Endpoints`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Endpoints`.
 
 // snippet.hide
 import CatenaDemoServer

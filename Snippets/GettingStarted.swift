@@ -1,5 +1,5 @@
 // A chain, a request, a decoded answer, and the errors to expect.
-// Runs against the embedded demo server: `swift run GettingStarted`.
+// Runs against the embedded demo server: `swift run --enable-all-traits GettingStarted`.
 
 // snippet.hide
 import CatenaDemoServer

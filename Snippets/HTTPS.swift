@@ -1,5 +1,5 @@
 // Trusting a private certificate authority through Catena's own API, over HTTP/2.
-// Runs against the embedded demo server over TLS: `swift run HTTPS`.
+// Runs against the embedded demo server over TLS: `swift run --enable-all-traits HTTPS`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,5 +1,5 @@
 // The content loader: fetched content and its loading state, on the main actor.
-// Runs against the embedded demo server: `swift run LoadingContent`.
+// Runs against the embedded demo server: `swift run --enable-all-traits LoadingContent`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,5 +1,5 @@
 // A full chain, a middleware of your own, and the loaders' per-request options.
-// Runs against the embedded demo server: `swift run Middleware`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Middleware`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,5 +1,5 @@
 // Spans, metrics, call events and per-phase timing.
-// Runs against the embedded demo server: `swift run Observability`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Observability`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,6 +1,6 @@
 // A generated OpenAPI client's transport through a Catena chain, and OpenAPI
 // middleware inside one.
-// Runs against the embedded demo server: `swift run OpenAPI`.
+// Runs against the embedded demo server: `swift run --enable-all-traits OpenAPI`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,6 +1,6 @@
 // Chaining calls on OperationQueue: a chain that passes results, a retrying fan-out,
 // and an operation of your own.
-// Runs against the embedded demo server: `swift run Operations`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Operations`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,5 +1,5 @@
 // Bodies as they arrive: chunks, server-sent events, JSON Lines, and an EventSource.
-// Runs against the embedded demo server: `swift run Streaming`.
+// Runs against the embedded demo server: `swift run --enable-all-traits Streaming`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,5 +1,5 @@
 // Testing code that calls an API: the mock transport, and HAR record and replay.
-// Runs against the embedded demo server: `swift run TestingYourCode`.
+// Runs against the embedded demo server: `swift run --enable-all-traits TestingYourCode`.
 
 // snippet.hide
 import CatenaDemoServer

@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 import AsyncHTTPClient
 import Catena
 import Foundation
@@ -153,3 +154,4 @@ extension AsyncHTTPClientTransport {
         return CatenaError(code, request: request, underlyingError: clientError, detail: detail)
     }
 }
+#endif  // AsyncHTTPClient

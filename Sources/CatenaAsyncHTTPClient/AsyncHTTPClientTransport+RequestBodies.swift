@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 import AsyncHTTPClient
 import Catena
 import Foundation
@@ -51,3 +52,4 @@ extension AsyncHTTPClientTransport {
         return .stream(buffers, length: stream.length.map { .known($0) } ?? .unknown)
     }
 }
+#endif  // AsyncHTTPClient

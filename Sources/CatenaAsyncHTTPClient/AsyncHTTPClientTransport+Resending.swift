@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 import Catena
 
 /// Sending an idempotent request again when it failed before any response head.
@@ -53,3 +54,4 @@ extension AsyncHTTPClientTransport {
         var description: String { String(describing: error) }
     }
 }
+#endif  // AsyncHTTPClient

@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 public import AsyncHTTPClient
 public import Catena
 import Foundation
@@ -375,3 +376,4 @@ extension TimeAmount {
                 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
+#endif  // AsyncHTTPClient

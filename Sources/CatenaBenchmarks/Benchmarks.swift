@@ -1,7 +1,7 @@
 // Catena's benchmark: each workload through the raw transport and through Catena over
 // that transport, side by side in one run, against the demo server in this process.
 //
-//   swift run -c release CatenaBenchmarks [--requests 2000] [--rounds 5]
+//   swift run -c release --enable-all-traits CatenaBenchmarks [--requests 2000] [--rounds 5]
 //
 // Throughput on this 2-core machine drifts by a third within one run (client and
 // server share the cores), more than the effects measured here. So:
@@ -18,7 +18,7 @@ import CatenaAsyncHTTPClient
 import CatenaDemoServer
 import Foundation
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 import Logging
 import NIOCore

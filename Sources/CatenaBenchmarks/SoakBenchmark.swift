@@ -2,7 +2,7 @@ import Catena
 import CatenaAsyncHTTPClient
 import Foundation
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 import Logging
 

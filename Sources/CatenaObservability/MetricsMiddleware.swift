@@ -1,3 +1,4 @@
+#if Observability
 public import Catena
 public import CoreMetrics
 import Foundation
@@ -206,3 +207,4 @@ private final class Instruments: Sendable {
         }
     }
 }
+#endif  // Observability

@@ -1,3 +1,4 @@
+#if Observability
 public import Catena
 import Foundation
 import HTTPTypes
@@ -243,3 +244,4 @@ extension Duration {
         return Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 }
+#endif  // Observability

@@ -1,3 +1,4 @@
+#if OpenAPI
 public import Catena
 public import Foundation
 public import HTTPTypes
@@ -142,3 +143,4 @@ extension HTTPBody {
         self.init(stream, length: length)
     }
 }
+#endif  // OpenAPI

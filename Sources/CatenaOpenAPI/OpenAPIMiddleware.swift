@@ -1,3 +1,4 @@
+#if OpenAPI
 public import Catena
 import Foundation
 import HTTPTypes
@@ -117,3 +118,4 @@ extension HTTPBody {
         self.init(stream, length: .unknown)
     }
 }
+#endif  // OpenAPI

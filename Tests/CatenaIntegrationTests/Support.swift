@@ -124,9 +124,9 @@ enum Timing {
     /// Whether this process runs under ThreadSanitizer (its runtime is linked in).
     static let isThreadSanitized: Bool = {
         #if os(Linux)
-            return dlsym(nil, "__tsan_init") != nil
+        return dlsym(nil, "__tsan_init") != nil
         #else
-            return dlsym(UnsafeMutableRawPointer(bitPattern: -2), "__tsan_init") != nil
+        return dlsym(UnsafeMutableRawPointer(bitPattern: -2), "__tsan_init") != nil
         #endif
     }()
 

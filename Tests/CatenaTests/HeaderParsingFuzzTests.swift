@@ -2,7 +2,7 @@
 import CatenaTesting
 import Foundation
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 import HTTPTypes
 import Testing

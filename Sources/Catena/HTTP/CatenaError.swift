@@ -1,6 +1,6 @@
 public import Foundation
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 
 /// The one error every loader throws: what went wrong (``code``), for which request,

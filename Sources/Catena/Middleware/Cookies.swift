@@ -1,5 +1,5 @@
 public import Foundation
-public import HTTPTypes
+import HTTPTypes
 
 /// The cookies a ``Cookies`` middleware keeps: per origin, as RFC 6265 says, in memory.
 ///

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 
 /// One exchange on a Catena session: its body, its deadline and its cancellation.
@@ -268,20 +268,20 @@ final class URLSessionCall: Sendable {
         if let channel = state.withLock({ $0.channel }) {
             let room = channel.offer(data)
             #if !canImport(FoundationNetworking)
-                // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
-                // after `suspend()` (measured), so there the channel's overflow limit is
-                // what bounds memory.
-                if !room {
-                    // Re-checked under the call's lock: a reader that drained the window in
-                    // between has already asked for room, and the task must not sleep on.
-                    state.withLock { state in
-                        guard channel.isProducerPaused, !state.suspended, let task = state.task else { return }
-                        state.suspended = true
-                        task.suspend()
-                    }
+            // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
+            // after `suspend()` (measured), so there the channel's overflow limit is
+            // what bounds memory.
+            if !room {
+                // Re-checked under the call's lock: a reader that drained the window in
+                // between has already asked for room, and the task must not sleep on.
+                state.withLock { state in
+                    guard channel.isProducerPaused, !state.suspended, let task = state.task else { return }
+                    state.suspended = true
+                    task.suspend()
                 }
+            }
             #else
-                _ = room
+            _ = room
             #endif
             return
         }

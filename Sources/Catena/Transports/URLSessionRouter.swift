@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
-    import FoundationNetworking
+import FoundationNetworking
 #endif
 
 /// The delegate of every session Catena makes: routes each task's callbacks to its
@@ -62,12 +62,12 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(FoundationNetworking)
-            call(task)?.challenged()
-            completionHandler(.cancelAuthenticationChallenge, nil)
+        call(task)?.challenged()
+        completionHandler(.cancelAuthenticationChallenge, nil)
         #else
-            // Apple's URLSession hands over the 401 itself when no credential is offered,
-            // and evaluates server trust as usual.
-            completionHandler(.performDefaultHandling, nil)
+        // Apple's URLSession hands over the 401 itself when no credential is offered,
+        // and evaluates server trust as usual.
+        completionHandler(.performDefaultHandling, nil)
         #endif
     }
 

@@ -1,6 +1,6 @@
 public import Foundation
 #if canImport(FoundationNetworking)
-    public import FoundationNetworking
+public import FoundationNetworking
 #endif
 import HTTPTypes
 
@@ -57,11 +57,11 @@ public struct URLSessionTransport: HTTPLoader {
     ) throws(ServerTrustError) {
         guard trust.isSystemDefault else {
             #if canImport(FoundationNetworking)
-                throw ServerTrustError(
-                    "URLSession on Linux trusts the system's CA store only (no roots of your own, no pins): "
-                        + "install the CA in the system store, or use AsyncHTTPClientTransport(trust:)")
+            throw ServerTrustError(
+                "URLSession on Linux trusts the system's CA store only (no roots of your own, no pins): "
+                    + "install the CA in the system store, or use AsyncHTTPClientTransport(trust:)")
             #else
-                throw ServerTrustError("URLSessionTransport does not yet check roots of your own or pins on this platform")
+            throw ServerTrustError("URLSessionTransport does not yet check roots of your own or pins on this platform")
             #endif
         }
         self.init(configuration: configuration, timeout: timeout)

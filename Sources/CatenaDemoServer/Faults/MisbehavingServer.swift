@@ -1,3 +1,4 @@
+#if DemoServer
 public import Foundation
 import NIOCore
 import NIOPosix
@@ -398,3 +399,4 @@ enum Gzip {
         var finished: [UInt8] { used > 0 ? bytes + [current] : bytes }
     }
 }
+#endif  // DemoServer

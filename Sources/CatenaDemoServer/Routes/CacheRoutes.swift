@@ -1,3 +1,4 @@
+#if DemoServer
 import Catena
 import Foundation
 import Hummingbird
@@ -107,3 +108,4 @@ enum CacheRoutes {
         }
     }
 }
+#endif  // DemoServer

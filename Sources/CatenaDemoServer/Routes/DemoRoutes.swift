@@ -1,3 +1,4 @@
+#if DemoServer
 import Catena
 import Foundation
 import HTTPTypes
@@ -367,3 +368,4 @@ struct DelayMiddleware<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
+#endif  // DemoServer

@@ -1,3 +1,4 @@
+#if DemoServer
 import Catena
 import Foundation
 import Hummingbird
@@ -174,3 +175,4 @@ enum LoaderRoutes {
     }
 
 }
+#endif  // DemoServer

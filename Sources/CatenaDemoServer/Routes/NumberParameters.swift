@@ -1,3 +1,4 @@
+#if DemoServer
 import Hummingbird
 
 /// A number in a request that is not one the demo server can use: answered with 400
@@ -34,3 +35,4 @@ func wholeNumber(_ text: String?, named name: String, in range: ClosedRange<Int>
     }
     return value
 }
+#endif  // DemoServer

@@ -1,3 +1,4 @@
+#if DemoServer
 import Catena
 import Foundation
 import Hummingbird
@@ -107,3 +108,4 @@ enum PhotoRoutes {
         Double(mix(a, b, c) >> 11) / Double(1 << 53)
     }
 }
+#endif  // DemoServer

@@ -1,3 +1,4 @@
+#if DemoServer
 import Catena
 import Foundation
 import Hummingbird
@@ -196,3 +197,4 @@ enum StreamRoutes {
     /// Ends a response body without its end: the connection is cut.
     struct DroppedOnPurpose: Error {}
 }
+#endif  // DemoServer

@@ -1,3 +1,4 @@
+#if DemoServer
 import Foundation
 
 /// A user as reqres.in serves it (snake_case keys on the wire).
@@ -65,3 +66,4 @@ struct Credentials: Decodable, Sendable {
     let username: String?
     let password: String?
 }
+#endif  // DemoServer

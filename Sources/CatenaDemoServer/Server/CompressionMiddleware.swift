@@ -1,3 +1,4 @@
+#if DemoServer
 import CompressNIO
 import Hummingbird
 import NIOCore
@@ -66,3 +67,4 @@ struct CompressionMiddleware<Context: RequestContext>: RouterMiddleware {
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 }
+#endif  // DemoServer

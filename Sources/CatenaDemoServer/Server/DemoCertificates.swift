@@ -1,3 +1,4 @@
+#if DemoServer
 import Crypto
 public import Foundation
 import SwiftASN1
@@ -127,3 +128,4 @@ private struct IPv6Address {
         bytes = all.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
     }
 }
+#endif  // DemoServer

@@ -1,3 +1,4 @@
+#if DemoServer
 public import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -148,3 +149,4 @@ public final class RunningDemoServer: Sendable {
         _ = await task.result
     }
 }
+#endif  // DemoServer

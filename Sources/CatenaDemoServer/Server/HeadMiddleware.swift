@@ -1,3 +1,4 @@
+#if DemoServer
 import Hummingbird
 
 /// Answers HEAD with the GET's head and no body, as real servers do. Over HTTP/1.1
@@ -15,3 +16,4 @@ struct HeadMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 }
+#endif  // DemoServer

@@ -204,7 +204,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             outgoing.headers.add(name: "Content-Type", value: contentType)
         }
         if decodesCompression, request.headerFields[.acceptEncoding] == nil {
-            outgoing.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+            outgoing.headers.add(name: "Accept-Encoding", value: ContentCoding.acceptEncoding)
         }
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
@@ -234,7 +234,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }
-            try Self.checkHead(response, request: request)
+            try checkHead(response, request: request)
         } catch {
             throw Self.map(error, request: request, timeout: timeout, limit: .max)
         }
@@ -273,7 +273,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     /// A status that is no HTTP status, or two Content-Lengths that disagree, is no
     /// usable response.
-    private static func checkHead(_ response: HTTPClientResponse, request: APIRequest) throws(CatenaError) {
+    private func checkHead(_ response: HTTPClientResponse, request: APIRequest) throws(CatenaError) {
         guard (100...999).contains(Int(response.status.code)) else {
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(response.status.code) is not a valid HTTP status")
         }
@@ -281,6 +281,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             throw CatenaError(
                 .invalidResponse, request: request,
                 detail: "the response has \(declared.count) different Content-Length fields")
+        }
+        // NIOHTTPResponseDecompressor decodes a body whose first Content-Encoding value is
+        // gzip or deflate; anything else would reach the caller still encoded.
+        try ContentCoding.check(contentEncoding: response.headers["Content-Encoding"], status: Int(response.status.code), request: request) {
+            decodesCompression && $0.count == 1 && ($0[0] == "gzip" || $0[0] == "deflate")
         }
     }
 
@@ -308,7 +313,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }
-            try Self.checkHead(response, request: request)
+            try checkHead(response, request: request)
             let headArrived = ContinuousClock.now
             request.report(.responseHead(status: Int(response.status.code), after: headArrived - started))
             let body = response.body

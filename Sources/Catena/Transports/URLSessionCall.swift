@@ -211,7 +211,13 @@ final class URLSessionCall: Sendable {
 
     /// A length the body cannot have, or two that disagree, is a framing error
     /// (RFC 9112, section 6.3); a declared length over the limit fails before the body.
+    /// A body in a coding Catena does not decode fails here too, before libcurl (which
+    /// corelibs always lets decode what it can) reads a byte of it.
     static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
+        let coding = response.value(forHTTPHeaderField: "Content-Encoding")
+        try ContentCoding.check(contentEncoding: coding.map { [$0] } ?? [], status: response.statusCode, request: request) {
+            $0.count == 1 && ($0[0] == "gzip" || $0[0] == "deflate")
+        }
         guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
         let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),

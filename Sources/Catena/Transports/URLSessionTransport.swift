@@ -120,6 +120,9 @@ public struct URLSessionTransport: HTTPLoader {
         // HTTPFields keeps each cookie as a field of its own; URLRequest would join them
         // with ",", which is no cookie syntax: one Cookie field, pairs joined with "; ".
         if cookies, let cookie = request.headerFields[.cookie] { urlRequest.setValue(cookie, forHTTPHeaderField: "Cookie") }
+        // libcurl would offer every coding it was built with (brotli and zstd among them):
+        // offer the ones both transports decode.
+        if request.headerFields[.acceptEncoding] == nil { urlRequest.setValue(ContentCoding.acceptEncoding, forHTTPHeaderField: "Accept-Encoding") }
         let body = try await request.bodyData()
         if let body {
             request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
@@ -301,7 +304,7 @@ public struct URLSessionTransport: HTTPLoader {
         if lost.contains(where: text.contains) { return (.connectionLost, message) }
         // libcurl reports a head over its size limit as "Out of memory".
         let framing = [
-            "chunk", "unencoding", "content encoding", "header", "http/0.9", "weird server reply",
+            "chunk", "unencoding", "content encoding", "transfer-encoding", "header", "http/0.9", "weird server reply",
             "unsupported http version", "invalid status line", "content-length", "malformed", "nul byte",
             "out of memory",
         ]

@@ -48,6 +48,11 @@ public final class MisbehavingServer: Sendable {
         case gzip
         /// A gzip body of 53 KB that inflates to 8 MiB of zeros.
         case gzipBomb = "gzip-bomb"
+        /// `Content-Encoding: br` whatever the request asked for (as httpbin's /brotli
+        /// does), over bytes no client here decodes.
+        case brotli
+        /// `Content-Encoding: gzip, br`: gzip, then brotli over it.
+        case layeredCoding = "gzip-br"
         /// Two `Content-Length` fields that disagree (5 and 3).
         case twoLengths = "two-lengths"
         /// Declares a 1 TiB body and streams zeros until the client leaves.
@@ -244,6 +249,12 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
             done = true
             let body = Gzip.bomb
             write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            write(body)
+        case .brotli, .layeredCoding:
+            // A brotli stream's first bytes; what follows would be the compressed data.
+            let body: [UInt8] = [0x1b, 0x2a, 0x00, 0x00] + Array("not for the caller to read".utf8)
+            let coding = fault == .brotli ? "br" : "gzip, br"
+            write("HTTP/1.1 200 OK\r\nContent-Encoding: \(coding)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
             write(body)
         case .twoLengths:
             closeAfter("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 3\r\n\r\nhello")

@@ -35,6 +35,8 @@ extension MisbehavingServer.Fault {
         case .noContentWithBody: .status(204)
         case .truncated, .reset, .closeEarly: .error(.connectionLost)
         case .garbage, .hugeHead, .badChunked, .badGzip, .gzipBomb, .twoLengths, .endless, .redirectLoop: .error(.invalidResponse)
+        // Never compressed bytes handed over as the body: an encoding no transport decodes fails.
+        case .brotli, .layeredCoding: .error(.invalidResponse)
         case .silence, .slowHead, .slowBody: .error(.timedOut)
         case .basicChallenge, .digestChallenge, .negotiateChallenge, .bearerChallenge, .multipleChallenges: .status(401)
         case .proxyChallenge: .status(407)
@@ -186,6 +188,33 @@ struct MisbehavingServerTests {
         let server = try await FaultServer.running()
         let response = try await kind.make().load(faultRequest(.gzip, on: server))
         #expect(String(decoding: response.body, as: UTF8.self) == MisbehavingServer.okBody)
+    }
+
+    @Test(
+        "a body in an encoding the transport does not decode fails, naming it; asked for by the caller, it comes as sent",
+        arguments: TransportKind.allCases, [MisbehavingServer.Fault.brotli, .layeredCoding])
+    func undecodedEncoding(kind: TransportKind, fault: MisbehavingServer.Fault) async throws {
+        let server = try await FaultServer.running()
+        do {
+            let response = try await kind.make().load(faultRequest(fault, on: server))
+            Issue.record("\(fault) reached the caller as a \(response.status.code) with \(response.body.count) encoded bytes")
+        } catch {
+            #expect(error.code == .invalidResponse)
+            #expect(error.description.contains("'br'"), "\(error.description)")
+        }
+        // (Layered, AsyncHTTPClient's decoder takes the gzip for its own and fails on it.)
+        guard fault == .brotli else { return }
+        var asked = faultRequest(fault, on: server)
+        asked.headerFields[.acceptEncoding] = "br"
+        do {
+            let response = try await kind.make().load(asked)
+            // AsyncHTTPClient hands the bytes over as sent; libcurl, under URLSession,
+            // decodes brotli itself and would hand over what it decoded.
+            #expect(kind == .asyncHTTPClient && response.status == .ok && response.body.starts(with: [0x1b, 0x2a]))
+        } catch {
+            // libcurl fails on these bytes, which are not brotli: a framing error.
+            #expect(kind == .urlSession && error.code == .invalidResponse, "\(error)")
+        }
     }
 
     @Test("the stored gzip and the bomb are what they claim to be")

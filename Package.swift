@@ -83,7 +83,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
-        // Operation and OperationQueue for code bases built on them (seeds 000, 001, 003).
+        // Operation and OperationQueue for code bases built on them (in the manner of PeakOperation and TWGOperations).
         .target(name: "CatenaOperations", dependencies: ["Catena"], swiftSettings: strict),
         // Tracing and metrics middleware (swift-distributed-tracing, swift-metrics): in a
         // target of their own, so the core stays free of them.
@@ -117,9 +117,9 @@ let package = Package(
             ],
             exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
-        // The example API module for reqres.in's users (seed 000's API).
+        // The example API module for reqres.in's users (the API of the OperationQueue chaining tutorial).
         .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
-        // The example API module for Flickr's photos (seed 001's API).
+        // The example API module for Flickr's photos (the API of TWGOperations' Flickr example).
         .target(name: "FlickrAPI", dependencies: ["Catena"], swiftSettings: strict),
         .target(
             name: "CatenaDemoServer",

@@ -134,6 +134,31 @@ EOF
     summary+=("$line")
 done
 
+# A product used without its trait: the build fails with a message that names the trait.
+dir="$work/missing-trait"
+mkdir -p "$dir/Sources/Consumer"
+printf 'import CatenaAsyncHTTPClient\nlet transport = AsyncHTTPClientTransport()\n' >"$dir/Sources/Consumer/main.swift"
+cat >"$dir/Package.swift" <<MANIFEST
+// swift-tools-version: 6.1
+import PackageDescription
+let package = Package(
+    name: "Consumer",
+    dependencies: [.package(path: "$root")],
+    targets: [.executableTarget(name: "Consumer", dependencies: [.product(name: "CatenaAsyncHTTPClient", package: "$identity")])]
+)
+MANIFEST
+echo "== missing-trait: CatenaAsyncHTTPClient without its trait"
+if (cd "$dir" && swift build >"$work/missing-trait.log" 2>&1); then
+    echo "FAIL: CatenaAsyncHTTPClient built without its trait" >&2
+    failures=$((failures + 1))
+elif ! grep -q "needs the Catena package's AsyncHTTPClient trait" "$work/missing-trait.log"; then
+    cat "$work/missing-trait.log" >&2
+    echo "FAIL: without its trait, the error does not name the trait" >&2
+    failures=$((failures + 1))
+else
+    summary+=("missing-trait: the build fails, naming the AsyncHTTPClient trait")
+fi
+
 echo
 printf '%s\n' "${summary[@]}"
 if [[ $failures -gt 0 ]]; then

@@ -4,6 +4,10 @@
 // message naming it instead of "cannot find type in scope".
 
 /// Unavailable: enable the package's `AsyncHTTPClient` trait.
-@available(*, unavailable, message: "Enable the AsyncHTTPClient trait of the Catena package to use AsyncHTTPClientTransport: .package(url: …, from: …, traits: [\"AsyncHTTPClient\"])")
-public enum AsyncHTTPClientTransport {}
+@available(*, unavailable, message: "AsyncHTTPClientTransport needs the Catena package's AsyncHTTPClient trait: traits: [\"AsyncHTTPClient\"]")
+public struct AsyncHTTPClientTransport {
+    /// Unavailable: enable the package's `AsyncHTTPClient` trait.
+    @available(*, unavailable, message: "AsyncHTTPClientTransport needs the Catena package's AsyncHTTPClient trait: traits: [\"AsyncHTTPClient\"]")
+    public init(client: Any? = nil, configuration: Any? = nil, decodesCompression: Bool = false, timeout: Any? = nil) {}
+}
 #endif

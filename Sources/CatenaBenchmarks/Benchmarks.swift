@@ -319,7 +319,7 @@ enum BenchmarkError: Error {
     case status(Int)
 }
 
-/// Seed 001's fan-out: getRecent, then 100 getSizes, 8 at a time, against a server that
+/// The photos fan-out (TWGOperations' Flickr example): getRecent, then 100 getSizes, 8 at a time, against a server that
 /// adds 20 ms to every call; wall time against the ideal ceil(100/8) × 20 ms + 20 ms.
 func photosFanOut(rounds: Int) async throws {
     let latency = Duration.milliseconds(20)

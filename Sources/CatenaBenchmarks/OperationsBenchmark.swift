@@ -82,7 +82,7 @@ func asyncLoop(_ count: Int, serial: DispatchQueue? = nil) async -> Int {
     return value
 }
 
-/// The operations section: a 10,000-step chain three ways, and seed 000's users
+/// The operations section: a 10,000-step chain three ways, and the users
 /// chain with each engine against the demo server.
 func operationChains(base: URL, rounds: Int) async throws {
     let count = 10_000
@@ -135,7 +135,7 @@ func operationChains(base: URL, rounds: Int) async throws {
         "| (c') the same, hopping to a serial dispatch queue | \(format(median(serialLoop), 1)) | \(format(median(versusSerial), 2)) × (\(range(versusSerial))) |"
     )
 
-    // Seed 000's users chain: list, decode, user, decode.
+    // The users chain: list, decode, user, decode.
     let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> AsyncHTTPClientTransport()
     let client = Client(chain)
     func asyncEngine() async throws {
@@ -164,7 +164,7 @@ func operationChains(base: URL, rounds: Int) async throws {
     operationTimes.sort()
     let ratio = percentile(operationTimes, 0.5).milliseconds / percentile(asyncTimes, 0.5).milliseconds
     print()
-    print("| seed 000's users chain (list, then user), AsyncHTTPClient, 1,000 interleaved runs | p50 ms | p99 ms | vs. async |")
+    print("| the users chain (list, then user), AsyncHTTPClient, 1,000 interleaved runs | p50 ms | p99 ms | vs. async |")
     print("|---|---:|---:|---:|")
     print(
         "| async engine (`Client.send` twice) | \(format(percentile(asyncTimes, 0.5).milliseconds, 3)) | \(format(percentile(asyncTimes, 0.99).milliseconds, 3)) | 1 × |"

@@ -3,6 +3,6 @@
 // snippets, with the package's DemoServer trait; a dependent never needs it.
 
 /// Unavailable: Catena's own demo server, built with the package's `DemoServer` trait.
-@available(*, unavailable, message: "Enable the DemoServer trait of the Catena package to use DemoServer: .package(url: …, from: …, traits: [\"DemoServer\"])")
+@available(*, unavailable, message: "DemoServer needs the Catena package's DemoServer trait: traits: [\"DemoServer\"]")
 public enum DemoServer {}
 #endif

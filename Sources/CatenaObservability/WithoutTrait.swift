@@ -3,10 +3,18 @@
 // without it this module holds only placeholders that name the trait.
 
 /// Unavailable: enable the package's `Observability` trait.
-@available(*, unavailable, message: "Enable the Observability trait of the Catena package to use TracingMiddleware: .package(url: …, from: …, traits: [\"Observability\"])")
-public enum TracingMiddleware {}
+@available(*, unavailable, message: "TracingMiddleware needs the Catena package's Observability trait: traits: [\"Observability\"]")
+public struct TracingMiddleware {
+    /// Unavailable: enable the package's `Observability` trait.
+    @available(*, unavailable, message: "TracingMiddleware needs the Catena package's Observability trait: traits: [\"Observability\"]")
+    public init(tracer: Any? = nil, spanName: Any? = nil) {}
+}
 
 /// Unavailable: enable the package's `Observability` trait.
-@available(*, unavailable, message: "Enable the Observability trait of the Catena package to use MetricsMiddleware: .package(url: …, from: …, traits: [\"Observability\"])")
-public enum MetricsMiddleware {}
+@available(*, unavailable, message: "MetricsMiddleware needs the Catena package's Observability trait: traits: [\"Observability\"]")
+public struct MetricsMiddleware {
+    /// Unavailable: enable the package's `Observability` trait.
+    @available(*, unavailable, message: "MetricsMiddleware needs the Catena package's Observability trait: traits: [\"Observability\"]")
+    public init(factory: Any? = nil, hosts: Any? = nil) {}
+}
 #endif

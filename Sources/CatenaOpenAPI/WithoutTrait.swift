@@ -3,10 +3,18 @@
 // only placeholders that name the trait.
 
 /// Unavailable: enable the package's `OpenAPI` trait.
-@available(*, unavailable, message: "Enable the OpenAPI trait of the Catena package to use CatenaClientTransport: .package(url: …, from: …, traits: [\"OpenAPI\"])")
-public enum CatenaClientTransport {}
+@available(*, unavailable, message: "CatenaClientTransport needs the Catena package's OpenAPI trait: traits: [\"OpenAPI\"]")
+public struct CatenaClientTransport {
+    /// Unavailable: enable the package's `OpenAPI` trait.
+    @available(*, unavailable, message: "CatenaClientTransport needs the Catena package's OpenAPI trait: traits: [\"OpenAPI\"]")
+    public init(_ loader: Any, streamedOperations: Set<String> = []) {}
+}
 
 /// Unavailable: enable the package's `OpenAPI` trait.
-@available(*, unavailable, message: "Enable the OpenAPI trait of the Catena package to use OpenAPIMiddleware: .package(url: …, from: …, traits: [\"OpenAPI\"])")
-public enum OpenAPIMiddleware {}
+@available(*, unavailable, message: "OpenAPIMiddleware needs the Catena package's OpenAPI trait: traits: [\"OpenAPI\"]")
+public struct OpenAPIMiddleware {
+    /// Unavailable: enable the package's `OpenAPI` trait.
+    @available(*, unavailable, message: "OpenAPIMiddleware needs the Catena package's OpenAPI trait: traits: [\"OpenAPI\"]")
+    public init(_ middleware: Any) {}
+}
 #endif

@@ -9,7 +9,7 @@ struct AuthDemo: AsyncParsableCommand {
         commandName: "auth",
         abstract: "OAuth 2 token auth: log in, let the token expire, fire many requests at once, count the refreshes.",
         discussion: """
-            From seed 004 (the loader chain's OAuth loader): TokenAuth logs in with the password flow, \
+            As the OAuth loader of the \"HTTP in Swift\" loader chain: TokenAuth logs in with the password flow, \
             then, when the token has expired, the requests fired at once share one refresh. Shows the \
             number of logins and refreshes the server counted, and that every request got its answer.
             """

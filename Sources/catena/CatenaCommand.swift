@@ -17,7 +17,11 @@ struct CatenaCommand: AsyncParsableCommand {
 
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Runs one of the seed documents' examples.",
+        abstract: "Runs a demo against the embedded demo server.",
+        discussion: """
+            users: a list call, then one user. photos: a 1 + 100 fan-out with retries. auth: token refresh. \
+            stream: an event stream. openapi: a generated OpenAPI client through a Catena chain.
+            """,
         subcommands: [UsersDemo.self, PhotosDemo.self, AuthDemo.self, StreamDemo.self, OpenAPIDemo.self]
     )
 }

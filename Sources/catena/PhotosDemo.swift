@@ -6,14 +6,14 @@ import FlickrAPI
 import Foundation
 import Synchronization
 
-/// Seed 001's job: one getRecent, then one getSizes per photo with bounded concurrency
+/// A 1 + 100 fan-out, as in TWGOperations' Flickr example: one getRecent, then one getSizes per photo with bounded concurrency
 /// and retries, then each photo's URL.
 struct PhotosDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "photos",
-        abstract: "Seed 001's fan-out: list recent photos, fetch every photo's sizes with bounded concurrency and retries, build the URLs.",
+        abstract: "A 1 + 100 fan-out: list recent photos, fetch every photo's sizes with bounded concurrency and retries, build the URLs.",
         discussion: """
-            From seed 001 (TWGOperations' Flickr example): 1 list call, then one sizes call per photo, a \
+            From TWGOperations' Flickr example: 1 list call, then one sizes call per photo, a \
             bounded number at a time, retried on transient failures, partial failures reported per photo. \
             On a terminal one progress bar updates in place; otherwise a line at every tenth.
             """
@@ -58,7 +58,7 @@ struct PhotosDemo: AsyncParsableCommand {
     }
 
     func runDemo(_ chain: any HTTPLoader, server: ServerDescription, attempts: AttemptCounter) async throws {
-        print("Seed 001's fan-out: getRecent, then \(count) × getSizes, \(concurrency) at a time, \(retries) retries each")
+        print("A fan-out: getRecent, then \(count) × getSizes, \(concurrency) at a time, \(retries) retries each")
         print("server     \(server.url)\(server.embedded ? " (embedded: \(latencyMs) ms latency, \(Int(failRate * 100)) % failures, seed \(seed))" : "")")
         print()
         let start = ContinuousClock.now
@@ -109,7 +109,7 @@ extension PhotosDemo {
         return (photos, results.map { $0.mapError { $0 } })
     }
 
-    /// Seed 001's way: a getRecent operation, then a group that runs one retrying
+    /// TWGOperations' way: a getRecent operation, then a group that runs one retrying
     /// getSizes operation per photo on its own queue, `concurrency` at a time.
     func fanOutOperations(_ chain: any HTTPLoader) async throws -> ([Photo], [Result<PhotoSizes, any Error>]) {
         let client = Client(chain)

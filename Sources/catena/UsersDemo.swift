@@ -4,15 +4,15 @@ import CatenaOperations
 import Foundation
 import ReqresAPI
 
-/// Seed 000's chain with async/await: fetch the user list, decode it, pick a user,
+/// The users chain with async/await: fetch the user list, decode it, pick a user,
 /// fetch that user, decode it.
 struct UsersDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
-        abstract: "Seed 000's chain: fetch the user list, decode it, fetch one user, decode it.",
+        abstract: "A list call, then one user: fetch the user list, decode it, fetch one user, decode it.",
         discussion: """
-            From seed 000 (the Operation tutorial) and seed 004 (the loader chain): one chain, two calls, \
-            errors reaching the caller. --engine operations runs it as two chained EndpointOperations (seed 003's \
+            As in a tutorial on chaining calls with OperationQueue, through the \"HTTP in Swift\" loader chain: two calls, \
+            errors reaching the caller. --engine operations runs it as two chained EndpointOperations (PeakOperation's \
             result passing); --trace prints the run's spans and metrics.
             """
     )
@@ -25,7 +25,7 @@ struct UsersDemo: AsyncParsableCommand {
     @Option(help: "The page of the user list to fetch.")
     var page = 1
 
-    @Option(help: "async: async/await; operations: CatenaOperations on an OperationQueue (seed 000's way).")
+    @Option(help: "async: async/await; operations: CatenaOperations on an OperationQueue (the tutorial's way).")
     var engine = Engine.async
 
     @Flag(help: "Watch a content loader load the user list page after page, then refresh it once, through an HTTP cache.")
@@ -127,7 +127,7 @@ struct UsersDemo: AsyncParsableCommand {
     }
 
     func runChain(_ chain: any HTTPLoader, server: ServerDescription) async throws {
-        print("Seed 000's chain: user list, then one user")
+        print("The users chain: user list, then one user")
         print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
         print("transport  \(server.transport)")
         print()
@@ -185,7 +185,7 @@ struct UsersDemo: AsyncParsableCommand {
         return (list, user)
     }
 
-    /// The same chain as seed 000 builds it: four operations on an OperationQueue (fetch,
+    /// The same chain as the OperationQueue tutorial builds it: four operations on an OperationQueue (fetch,
     /// decode, fetch, decode), each passing its result to the next.
     func operationsChain(_ chain: any HTTPLoader, steps: inout StepTable) async throws -> (UserPage, User) {
         let fetchList = FetchOperation(chain) { (_: Void) in ListUsersEndpoint(page: page) }
@@ -224,7 +224,7 @@ struct Fetched<E: Endpoint>: Sendable {
     let response: APIResponse
 }
 
-/// Seed 000's network operation: loads the endpoint its input names, leaves decoding to
+/// The tutorial's network operation: loads the endpoint its input names, leaves decoding to
 /// the next operation.
 final class FetchOperation<Input: Sendable, E: Endpoint>: TaskOperation<Input, Fetched<E>>, @unchecked Sendable {
     // @unchecked Sendable: no state of its own.
@@ -236,7 +236,7 @@ final class FetchOperation<Input: Sendable, E: Endpoint>: TaskOperation<Input, F
     }
 }
 
-/// Seed 000's decoding adapter, one generic operation for every endpoint: validates the
+/// The tutorial's decoding adapter, one generic operation for every endpoint: validates the
 /// response and produces the endpoint's content.
 final class DecodeOperation<E: Endpoint>: ConsumingOperation<Fetched<E>, E.Content>, @unchecked Sendable {
     // @unchecked Sendable: no state of its own.

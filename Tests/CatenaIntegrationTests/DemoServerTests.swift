@@ -41,8 +41,8 @@ struct DemoServerTests {
         #expect(beyond.data.isEmpty)
     }
 
-    @Test("seed 000's chain: the list, then the first user on it")
-    func seedChain() async throws {
+    @Test("the users chain: the list, then the first user on it")
+    func usersChain() async throws {
         let list = try await chain.load(try ListUsersEndpoint().makeRequest()).validateStatus().decode(UserPage.self)
         let first = try #require(list.data.first)
         let user = try await chain.load(try UserEndpoint(id: first.id).makeRequest()).validateStatus().decode(SingleUser.self).data

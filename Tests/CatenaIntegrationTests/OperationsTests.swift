@@ -7,7 +7,7 @@ import Testing
 
 @Suite("CatenaOperations against the demo server")
 struct OperationsIntegrationTests {
-    @Test("seed 000's chain: user list, then the first user, as endpoint operations", arguments: TransportKind.allCases)
+    @Test("the users chain: user list, then the first user, as endpoint operations", arguments: TransportKind.allCases)
     func usersChain(kind: TransportKind) async throws {
         let client = try await demoClient(kind)
         let chain = EndpointOperation(client: client, endpoint: ListUsersEndpoint(page: 2))

@@ -1,6 +1,6 @@
 public import Observation
 
-/// Keeps fetched content in memory and publishes where loading it stands (seed 002's
+/// Keeps fetched content in memory and publishes where loading it stands (Apexy's
 /// ApexyLoader, on Swift concurrency): for a screen that shows the content, a spinner
 /// while it loads, and an error with the old content when a refresh fails.
 ///

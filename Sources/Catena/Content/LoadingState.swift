@@ -1,4 +1,4 @@
-/// Where loading some content stands (seed 002's loading state).
+/// Where loading some content stands (Apexy's loading state).
 public enum LoadingState<Content: Sendable>: Sendable {
     /// Nothing loaded, nothing loading.
     case initial

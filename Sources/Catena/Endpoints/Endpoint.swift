@@ -31,7 +31,7 @@ public struct NoErrorBody: APIErrorBody {
 }
 
 /// One call of an API: how to build its request, whether a response is acceptable,
-/// and how to turn the response into content (seed 002's Apexy design).
+/// and how to turn the response into content (Apexy's design).
 ///
 /// ```swift
 /// struct UserEndpoint: JSONEndpoint {

@@ -2,7 +2,7 @@ import Catena
 public import Foundation
 
 /// Runs a chain or a set of operations on its own internal queue and produces their
-/// combined result (seed 001's group, seed 003's GroupChainOperation).
+/// combined result (TWGOperations' group, PeakOperation's GroupChainOperation).
 ///
 /// Cancelling the group cancels its children; the group then fails with
 /// ``OperationError/Code/cancelled``.

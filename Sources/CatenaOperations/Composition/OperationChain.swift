@@ -2,7 +2,7 @@ import Catena
 public import Foundation
 
 extension OperationQueue {
-    /// The queue `enqueue()` uses when given none (seed 000's shared QueueManager queue).
+    /// The queue `enqueue()` uses when given none (like the shared queue of a QueueManager).
     /// Inject your own queue wherever a method takes `on queue:`.
     public static let catenaDefault: OperationQueue = {
         let queue = OperationQueue()
@@ -13,7 +13,7 @@ extension OperationQueue {
 
 /// What a chain does when one of its operations fails.
 public enum ChainFailurePolicy: Sendable {
-    /// Run every operation; a failed result passes forward to the end (seed 003). A
+    /// Run every operation; a failed result passes forward to the end (PeakOperation's rule). A
     /// ``ConsumingOperation`` that receives a failure finishes with it at once.
     case passForward
     /// Cancel every operation after the failed one. They finish at once with the

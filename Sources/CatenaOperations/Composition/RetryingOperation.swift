@@ -31,7 +31,7 @@ public struct OperationRetryStrategy: Sendable {
     /// One attempt, no retry.
     public static let none = OperationRetryStrategy(maxAttempts: 1)
 
-    /// Up to `times` attempts in all (seed 003's `repeat(times:)`), one straight after
+    /// Up to `times` attempts in all (PeakOperation's `repeat(times:)`), one straight after
     /// the other, while `shouldRetry` says the error is worth it.
     public static func `repeat`(
         times: Int,

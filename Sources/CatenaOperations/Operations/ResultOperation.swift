@@ -16,7 +16,7 @@ public protocol ConsumesResult<Input>: Operation {
     var input: Result<Input, any Error>? { get set }
 }
 
-/// Told once when an operation completes or fails (seed 001's delegate).
+/// Told once when an operation completes or fails (TWGOperations' delegate).
 ///
 /// The operation keeps its delegate weakly. Calls come on the finishing thread.
 public protocol OperationDelegate: AnyObject, Sendable {
@@ -187,7 +187,7 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
 ///
 /// When the input is a failure, the operation does not call `execute(input:)`: it
 /// finishes at once with that failure, so an error passes forward to the end of a chain
-/// (seed 003's rule) and reaches whoever reads the last result. Override ``execute()``
+/// (PeakOperation's rule) and reaches whoever reads the last result. Override ``execute()``
 /// instead to see failed inputs.
 ///
 /// The input comes from ``ProducesResult/passesResult(to:)``, or, for operations wired
@@ -239,7 +239,7 @@ open class ConsumingOperation<Input: Sendable, Output: Sendable>: ResultOperatio
     }
 }
 
-/// Turns its input into its output with a closure (seed 000's adapter operations).
+/// Turns its input into its output with a closure (the adapter operations of OperationQueue code).
 ///
 /// ```swift
 /// let decode = TransformOperation { (data: Data) in try JSONDecoder().decode(Page.self, from: data) }

@@ -66,8 +66,8 @@ public final class EndpointOperation<Input: Sendable, E: Endpoint>: TaskOperatio
     }
 }
 
-/// Loads a request through a loader chain and produces the raw response (seed 000's
-/// network operation); pair it with a ``TransformOperation`` that decodes.
+/// Loads a request through a loader chain and produces the raw response (the
+/// network operation of OperationQueue code); pair it with a ``TransformOperation`` that decodes.
 /// Cancelling the operation cancels the request in flight.
 public final class RequestOperation<Input: Sendable>: TaskOperation<Input, APIResponse>, @unchecked Sendable {
     // @unchecked Sendable: no state of its own beyond its superclass's.

@@ -23,7 +23,7 @@ ours=(Catena CatenaAsyncHTTPClient CatenaTesting CatenaOperations CatenaObservab
     CatenaDemoServer catena CatenaBenchmarks ReqresAPI FlickrAPI DemoUsersOpenAPI ThreadSanitizerSuppressions)
 core_packages=(swift-http-types swift-log)
 # A path dependency is named by its folder.
-identity="$(basename "$root")"
+identity="$(basename "$root" | tr "[:upper:]" "[:lower:]")"
 
 # The packages `dependency` (a .package line) resolves to on its own.
 reference_tree() {

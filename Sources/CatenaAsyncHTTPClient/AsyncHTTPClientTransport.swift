@@ -203,8 +203,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
             outgoing.headers.add(name: "Content-Type", value: contentType)
         }
-        if decodesCompression, request.headerFields[.acceptEncoding] == nil {
-            outgoing.headers.add(name: "Accept-Encoding", value: ContentCoding.acceptEncoding)
+        // Without decoding, ask for none: a client whose decompressor Catena was not told
+        // about would otherwise add its own Accept-Encoding, and the bodies it decodes
+        // could not be told from bodies still encoded.
+        if request.headerFields[.acceptEncoding] == nil {
+            outgoing.headers.add(name: "Accept-Encoding", value: decodesCompression ? ContentCoding.acceptEncoding : "identity")
         }
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)

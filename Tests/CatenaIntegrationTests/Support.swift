@@ -156,6 +156,8 @@ extension AsyncHTTPClientTransport {
     /// server, several holding connections for seconds (longer under ThreadSanitizer);
     /// with 8, a request could wait in the pool past AsyncHTTPClient's 10 s
     /// connection-creation timeout and fail for another test's sake.
+    static var forTestsClient: HTTPClient { testClient }
+
     private static let testClient: HTTPClient = {
         var configuration = AsyncHTTPClientTransport.defaultConfiguration
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64

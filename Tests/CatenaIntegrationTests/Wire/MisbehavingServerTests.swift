@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Catena
 @testable import CatenaAsyncHTTPClient
 @testable import CatenaDemoServer
@@ -215,6 +216,29 @@ struct MisbehavingServerTests {
             // libcurl fails on these bytes, which are not brotli: a framing error.
             #expect(kind == .urlSession && error.code == .invalidResponse, "\(error)")
         }
+    }
+
+    @Test("a client Catena was not told decodes asks for identity; one that does not decode fails on unasked gzip")
+    func undeclaredDecoding() async throws {
+        let decoding = AsyncHTTPClientTransport(client: AsyncHTTPClientTransport.forTestsClient, decodesCompression: false, timeout: .seconds(10))
+        let base = try await TestServer.running().baseURL
+        let users = try APIRequest(.get, baseURL: base, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")])
+        let response = try await decoding.load(users)
+        #expect(response.status == .ok && response.headerFields[.contentEncoding] == nil)
+        #expect(try JSONSerialization.jsonObject(with: response.body) is [String: Any])
+
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.decompression = .disabled
+        let plainClient = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration)
+        let plain = AsyncHTTPClientTransport(client: plainClient, timeout: .seconds(10))
+        let server = try await FaultServer.running()
+        do {
+            let response = try await plain.load(faultRequest(.gzip, on: server))
+            Issue.record("unasked gzip reached the caller undecoded: \(response.body.count) bytes")
+        } catch {
+            #expect(error.code == .invalidResponse && error.description.contains("'gzip'"), "\(error)")
+        }
+        try await plainClient.shutdown().get()
     }
 
     @Test("the stored gzip and the bomb are what they claim to be")

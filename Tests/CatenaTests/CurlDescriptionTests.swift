@@ -53,6 +53,23 @@ struct CurlDescriptionTests {
         #expect(empty.curlDescription.contains("-H 'X-Empty;'"))
         let getWithBody = try APIRequest(.get, urlString: "http://127.0.0.1/x", body: .text("q"))
         #expect(getWithBody.curlDescription.hasPrefix("curl -X 'GET' "))
+        // A URL that is not http(s) could be read as an option (-K reads a config file)
+        // or fetch a local file: curl is told it is the URL and may use http(s) only.
+        for text in ["-K/tmp/x", "file:///etc/passwd"] {
+            let request = APIRequest(.get, url: URL(string: text)!)
+            #expect(request.curlDescription.hasPrefix("curl --proto '=http,https' --url '"), "\(request.curlDescription)")
+        }
+    }
+
+    @Test("a form body's secret members are redacted like query items; printed when asked")
+    func formSecrets() throws {
+        let form = "grant_type=password&username=ann&password=hunter2&refresh_token=r1"
+        var request = try APIRequest(.post, urlString: "http://127.0.0.1/token", body: .text(form))
+        request.headerFields[.contentType] = "application/x-www-form-urlencoded"
+        let description = request.curlDescription
+        #expect(!description.contains("hunter2") && !description.contains("r1'"), "\(description)")
+        #expect(description.contains("username=ann&password=<redacted>"))
+        #expect(request.curlDescription(redacting: nil).contains("password=hunter2"))
     }
 
     @Test("shell quoting: 300 random strings come back unchanged through sh")

@@ -18,10 +18,12 @@ extension APIRequest {
     /// URL. A text body is passed inline with `--data-raw`, which curl never reads as a
     /// file name (`--data-binary @NAME` would upload the file NAME); other bytes go
     /// through `base64 -d` and standard input, so the command sends exactly the bytes the
-    /// transport would. A streamed or file body is not read: a comment names it. No value
-    /// reaches curl in a form it interprets: a URL with `[`, `]`, `{` or `}` gets
-    /// `--globoff`, an empty header value is written `Name;` (curl drops `Name:`), and
-    /// every argument is single-quoted for the shell.
+    /// transport would. A streamed or file body is not read: a comment names it. A form
+    /// body's secret members are redacted like query items. No value reaches curl in a
+    /// form it interprets: a URL with `[`, `]`, `{` or `}` gets `--globoff`, one that is
+    /// not http or https (a relative `-K/tmp/x` would be read as an option) is passed
+    /// with `--url` and `--proto =http,https`, an empty header value is written `Name;`
+    /// (curl drops `Name:`), and every argument is single-quoted for the shell.
     public func curlDescription(redacting redaction: Redaction?) -> String {
         var lines: [String] = []
         var command = "curl"
@@ -36,6 +38,8 @@ extension APIRequest {
         }
         let url = assembleURL(redacting: redaction)
         if url.contains(where: { "[]{}".contains($0) }) { command += " --globoff" }
+        let lowercased = url.lowercased()
+        if !lowercased.hasPrefix("http://") && !lowercased.hasPrefix("https://") { command += " --proto '=http,https' --url" }
         lines.append(command + " " + Self.shellQuoted(url))
         var fields = headerFields
         if fields[.contentType] == nil, let type = body.contentType, hasBody { fields[.contentType] = type }
@@ -54,7 +58,10 @@ extension APIRequest {
         case .none:
             break
         case .bytes(let data):
-            if let text = String(data: data, encoding: .utf8), !text.unicodeScalars.contains(where: { $0.value == 0 }) {
+            if var text = String(data: data, encoding: .utf8), !text.unicodeScalars.contains(where: { $0.value == 0 }) {
+                if let redaction, fields[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true {
+                    text = redaction.redact(query: Substring(text))
+                }
                 lines.append("--data-raw " + Self.shellQuoted(text))
             } else {
                 prefix = "printf %s " + Self.shellQuoted(data.base64EncodedString()) + " | base64 -d | "

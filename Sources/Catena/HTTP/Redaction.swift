@@ -103,13 +103,17 @@ public struct Redaction: Sendable, Equatable, RequestOption {
         }
         guard let questionMark = text.firstIndex(of: "?") else { return result + text }
         result += text[...questionMark]
-        let query = text[text.index(after: questionMark)...]
-        result += query.split(separator: "&", omittingEmptySubsequences: false).map { pair in
+        return result + redact(query: text[text.index(after: questionMark)...])
+    }
+
+    /// Redacts the values of secret names in `name=value&…` text: a query, or a form
+    /// body (`application/x-www-form-urlencoded`, as an OAuth password grant sends).
+    package func redact(query: Substring) -> String {
+        query.split(separator: "&", omittingEmptySubsequences: false).map { pair in
             guard let equals = pair.firstIndex(of: "="),
                 isSecretQueryItem(PercentEncoding.decode(pair[..<equals]) ?? String(pair[..<equals]))
             else { return String(pair) }
             return pair[...equals] + Self.placeholder
         }.joined(separator: "&")
-        return result
     }
 }

@@ -10,13 +10,13 @@
 # by resolving a reference package that depends on that dependency only.
 # Prints each group's package count and cold debug build time.
 #
-#   scripts/check-consumer.sh [group ...]     groups: core ahc observability openapi
+#   scripts/check-consumer.sh [group ...]     groups: core tools ahc observability openapi
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/catena-consumer.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 groups=("$@")
-[[ ${#groups[@]} -gt 0 ]] || groups=(core ahc observability openapi)
+[[ ${#groups[@]} -gt 0 ]] || groups=(core tools ahc observability openapi)
 
 # Every module of this package, products or not: none may be compiled unless asked for.
 ours=(Catena CatenaAsyncHTTPClient CatenaTesting CatenaOperations CatenaObservability CatenaOpenAPI
@@ -54,6 +54,9 @@ for group in "${groups[@]}"; do
     case "$group" in
     core)
         products=(Catena); traits=""; extra=() ;;
+    tools)
+        # Operations and the test helpers need no trait and bring nothing of their own.
+        products=(Catena CatenaOperations CatenaTesting); traits=""; extra=() ;;
     ahc)
         products=(Catena CatenaAsyncHTTPClient CatenaOperations CatenaTesting); traits="AsyncHTTPClient"
         mapfile -t extra < <(reference_tree ahc '.package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0")') ;;
@@ -129,6 +132,12 @@ EOF
             failures=$((failures + 1))
         fi
     done
+    # A check that found nothing proves nothing: a changed build layout or a missing
+    # Package.resolved must fail here, not pass with zero counts.
+    if [[ $modules -eq 0 ]] || ! contains swift-http-types "${resolved[@]}"; then
+        echo "FAIL: $group: found $modules compiled modules and ${#resolved[@]} resolved packages; the check cannot see the build" >&2
+        failures=$((failures + 1))
+    fi
     line="$group: ${#resolved[@]} packages, $modules modules compiled, cold debug build ${seconds} s"
     echo "$line"
     summary+=("$line")

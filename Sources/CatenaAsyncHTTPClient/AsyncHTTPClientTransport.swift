@@ -285,10 +285,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 .invalidResponse, request: request,
                 detail: "the response has \(declared.count) different Content-Length fields")
         }
-        // NIOHTTPResponseDecompressor decodes a body whose first Content-Encoding value is
-        // gzip or deflate; anything else would reach the caller still encoded.
+        // NIOHTTPResponseDecompressor decodes a body whose first Content-Encoding member is
+        // gzip or deflate, and only that one: a body it decoded has exactly that one
+        // member (`identity, gzip` it leaves encoded). Anything else would reach the
+        // caller still encoded.
         try ContentCoding.check(contentEncoding: response.headers["Content-Encoding"], status: Int(response.status.code), request: request) {
-            decodesCompression && $0.count == 1 && ($0[0] == "gzip" || $0[0] == "deflate")
+            decodesCompression && ($0 == ["gzip"] || $0 == ["deflate"])
         }
     }
 

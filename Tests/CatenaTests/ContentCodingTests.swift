@@ -1,6 +1,7 @@
 import Catena
 import CatenaTesting
 import Foundation
+import HTTPTypes
 import Testing
 
 @Suite("Content codings a response may arrive in")
@@ -22,6 +23,11 @@ struct ContentCodingTests {
     func parsing() {
         #expect(ContentCoding.codings(["GZIP , identity", "br", " ,"]) == ["gzip", "br"])
         #expect(ContentCoding.acceptedCodings("gzip;q=0.5, BR;q=0, deflate;q=0.000, *;q=1, ;q=1") == ["gzip", "*"])
+        #expect(ContentCoding.members(["Identity, GZIP", " "]) == ["identity", "gzip"])
+        // A coding refused by name stays refused whatever `*` says (RFC 9110, 12.5.3).
+        #expect(!ContentCoding.accepts("br;q=0, *", coding: "br"))
+        #expect(ContentCoding.accepts("br;q=0, *", coding: "zstd"))
+        #expect(!ContentCoding.accepts("*;q=0, gzip", coding: "br"))
     }
 
     @Test("an undecoded coding fails naming it, unless the request asked for it; no body, no check")
@@ -35,6 +41,13 @@ struct ContentCodingTests {
         #expect(check(["br"], asked: "*") == nil)
         #expect(check(["br"], asked: "br;q=0, gzip")?.code == .invalidResponse)
         #expect(check(["gzip", "br"], asked: "br")?.code == .invalidResponse)
+        #expect(check(["br"], asked: "br;q=0, *")?.code == .invalidResponse)
+        // The transport decides from the members, identity included.
+        var seen: [String] = []
+        _ = try? ContentCoding.check(contentEncoding: ["identity, gzip"], status: 200, request: request) {
+            seen = $0; return true
+        }
+        #expect(seen == ["identity", "gzip"])
         for status in [101, 204, 301, 304] { #expect(check(["br"], status: status) == nil, "\(status)") }
         var head = request
         head.method = .head
@@ -59,5 +72,18 @@ struct ContentCodingTests {
         }
         let many = Array(repeating: "br", count: 10_000).joined(separator: ",")
         #expect((check([many])?.description.count ?? 0) < 600)
+        // One character of thousands of combining marks is cut by its bytes.
+        let heavy = "e" + String(repeating: "\u{301}", count: 5_000)
+        #expect((check([heavy])?.description.utf8.count ?? 0) < 600)
+    }
+
+    @Test("a redirect handed over unfollowed is checked; its single gzip counts as decoded")
+    func unfollowed() throws {
+        func response(_ status: Int, _ coding: String) -> APIResponse {
+            APIResponse(status: HTTPResponse.Status(code: status), headerFields: [.contentEncoding: coding], body: Data(), request: request)
+        }
+        #expect(throws: CatenaError.self) { try ContentCoding.checkUnfollowed(response(302, "br"), request: request) }
+        #expect(throws: Never.self) { try ContentCoding.checkUnfollowed(response(302, "gzip"), request: request) }
+        #expect(throws: Never.self) { try ContentCoding.checkUnfollowed(response(200, "br"), request: request) }
     }
 }

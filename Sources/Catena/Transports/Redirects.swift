@@ -72,7 +72,10 @@ public enum Redirects {
         let policy = request[option: RedirectPolicy.self]
         let limit: Int
         switch policy {
-        case .never: return try await send(request, timeout)
+        case .never:
+            let answer = try await send(request, timeout)
+            try checkUnfollowed(answer, head: head, discard: discard, request: request)
+            return answer
         case .follow(let max), .sameOrigin(let max): limit = Swift.max(0, max)
         }
         let clock = ContinuousClock()
@@ -93,8 +96,12 @@ public enum Redirects {
                 discard(answer)
                 throw error
             }
-            guard let next else { return answer }
-            if case .sameOrigin = policy, !hop.hasSameOrigin(as: next) { return answer }
+            var leavesOrigin = false
+            if case .sameOrigin = policy, let next, !hop.hasSameOrigin(as: next) { leavesOrigin = true }
+            guard let next, !leavesOrigin else {
+                try checkUnfollowed(answer, head: head, discard: discard, request: hop)
+                return answer
+            }
             discard(answer)
             guard followed < limit else {
                 throw CatenaError(
@@ -103,6 +110,20 @@ public enum Redirects {
             }
             followed += 1
             hop = next
+        }
+    }
+
+    /// A redirect handed over unfollowed has a body like any answer: one in a coding
+    /// the transport did not decode fails (transports check every other status at the
+    /// head, and a redirect's only once it is known not to be followed).
+    private static func checkUnfollowed<Answer>(
+        _ answer: Answer, head: (Answer) -> APIResponse, discard: (Answer) -> Void, request: APIRequest
+    ) throws(CatenaError) {
+        do throws(CatenaError) {
+            try ContentCoding.checkUnfollowed(head(answer), request: request)
+        } catch {
+            discard(answer)
+            throw error
         }
     }
 

@@ -48,11 +48,17 @@ public final class MisbehavingServer: Sendable {
         case gzip
         /// A gzip body of 53 KB that inflates to 8 MiB of zeros.
         case gzipBomb = "gzip-bomb"
+        /// A gzip body of 2 MiB that inflates to 2 GiB of zeros: deflate's densest
+        /// ratio, about 1,000 to 1, as zlib makes it of a long run of one byte.
+        case hugeGzipBomb = "gzip-bomb-2g"
         /// `Content-Encoding: br` whatever the request asked for (as httpbin's /brotli
         /// does), over bytes no client here decodes.
         case brotli
         /// `Content-Encoding: gzip, br`: gzip, then brotli over it.
         case layeredCoding = "gzip-br"
+        /// `Content-Encoding: identity, gzip` over a valid gzip body (``okBody``): a
+        /// decoder that reads only the first member decodes nothing.
+        case identityGzip = "identity-gzip"
         /// Two `Content-Length` fields that disagree (5 and 3).
         case twoLengths = "two-lengths"
         /// Declares a 1 TiB body and streams zeros until the client leaves.
@@ -76,7 +82,7 @@ public final class MisbehavingServer: Sendable {
         /// A 407 with `Proxy-Authenticate: Basic`.
         case proxyChallenge = "challenge-proxy"
         /// `/redirect?status=N&to=URL`: a redirect with that status to that URL (no
-        /// Location when `to` is empty).
+        /// Location when `to` is empty); with `coding=br`, a body in that coding.
         case redirect
     }
 
@@ -241,13 +247,14 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
             let body: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3] + Array("this is not deflate at all".utf8) + [1, 2, 3, 4, 5, 6, 7, 8]
             write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
             write(body)
-        case .gzip:
+        case .gzip, .identityGzip:
             let body = Gzip.stored(Array(MisbehavingServer.okBody.utf8))
-            write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
+            let coding = fault == .gzip ? "gzip" : "identity, gzip"
+            write("HTTP/1.1 200 OK\r\nContent-Encoding: \(coding)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
             write(body)
-        case .gzipBomb:
+        case .gzipBomb, .hugeGzipBomb:
             done = true
-            let body = Gzip.bomb
+            let body = fault == .gzipBomb ? Gzip.bomb : Gzip.hugeBomb
             write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
             write(body)
         case .brotli, .layeredCoding:
@@ -292,7 +299,13 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
             let location = items.first { $0.name == "to" }?.value ?? "/ok"
             // An empty `to` sends the redirect without a Location.
             let field = location.isEmpty ? "" : "Location: \(location)\r\n"
-            write("HTTP/1.1 \(status) Redirect\r\n\(field)Content-Length: 0\r\n\r\n")
+            if let coding = items.first(where: { $0.name == "coding" })?.value {
+                let body: [UInt8] = [0x1b, 0x2a, 0x00, 0x00] + Array("moved".utf8)
+                write("HTTP/1.1 \(status) Redirect\r\n\(field)Content-Encoding: \(coding)\r\nContent-Length: \(body.count)\r\n\r\n")
+                write(body)
+            } else {
+                write("HTTP/1.1 \(status) Redirect\r\n\(field)Content-Length: 0\r\n\r\n")
+            }
         }
     }
 
@@ -325,6 +338,9 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
 enum Gzip {
     /// 53 KB that inflate to 8 MiB, made once.
     static let bomb = zeroBomb(inflatedSize: 8 << 20)
+
+    /// 2 MiB that inflate to 2 GiB, made once.
+    static let hugeBomb = denseZeroBomb(copies: (1 << 31) / 258)
 
     private static let header: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]
 
@@ -373,6 +389,46 @@ enum Gzip {
         return header + deflate + [0, 0, 0, 0] + littleEndian(UInt32(truncatingIfNeeded: inflated))
     }
 
+    /// A gzip member that inflates to `1 + 258 * copies` zeros at two bits a copy: one
+    /// dynamic Huffman block whose only codes are literal 0 (`10`), end of block (`11`),
+    /// length 258 (`0`) and distance 1 (`0`), so that after the header every copy is
+    /// two zero bits and the body is almost all zero bytes. Checksum left zero.
+    static func denseZeroBomb(copies: Int) -> [UInt8] {
+        var bits = BitWriter()
+        bits.write(1, count: 1)  // last block
+        bits.write(2, count: 2)  // dynamic Huffman codes
+        bits.write(286 - 257, count: 5)  // HLIT: literal/length codes up to 285
+        bits.write(0, count: 5)  // HDIST: one distance code
+        bits.write(18 - 4, count: 4)  // HCLEN: code length codes in order up to 1
+        // Code length code lengths, in the format's order 16, 17, 18, 0, 8, 7, 9, 6, 10,
+        // 5, 11, 4, 12, 3, 13, 2, 14, 1: symbol 18 gets 1 bit, symbols 2 and 1 get 2.
+        for length in [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2] { bits.write(length, count: 3) }
+        // Canonical codes: 18 is `0`, 1 is `10`, 2 is `11`.
+        func zeros(_ count: Int) {
+            bits.writeCode(0, length: 1)  // 18: a run of 11 to 138 zeros
+            bits.write(count - 11, count: 7)
+        }
+        bits.writeCode(0b11, length: 2)  // literal 0: length 2
+        zeros(138)
+        zeros(117)  // literals 1 to 255 unused
+        bits.writeCode(0b11, length: 2)  // end of block: length 2
+        zeros(28)  // lengths 257 to 284 unused
+        bits.writeCode(0b10, length: 2)  // length 258 (symbol 285): length 1
+        bits.writeCode(0b10, length: 2)  // distance 1: length 1
+        bits.writeCode(0b10, length: 2)  // the data: one literal 0
+        // The copies: two zero bits each, as whole zero bytes once aligned.
+        var zeroBits = 2 * copies
+        while zeroBits > 0, !bits.isAligned {
+            bits.write(0, count: 1)
+            zeroBits -= 1
+        }
+        bits.appendZeroBytes(zeroBits / 8)
+        bits.write(0, count: zeroBits % 8)
+        bits.writeCode(0b11, length: 2)  // end of block
+        let inflated = 1 + 258 * copies
+        return header + bits.finished + [0, 0, 0, 0] + littleEndian(UInt32(truncatingIfNeeded: inflated))
+    }
+
     private static func littleEndian(_ value: UInt32) -> [UInt8] {
         [UInt8(value & 0xff), UInt8((value >> 8) & 0xff), UInt8((value >> 16) & 0xff), UInt8(value >> 24)]
     }
@@ -405,6 +461,12 @@ enum Gzip {
             current |= UInt8(bit) << used
             used += 1
             if used == 8 { bytes.append(current); current = 0; used = 0 }
+        }
+
+        var isAligned: Bool { used == 0 }
+
+        mutating func appendZeroBytes(_ count: Int) {
+            bytes.append(contentsOf: repeatElement(0, count: count))
         }
 
         var finished: [UInt8] { used > 0 ? bytes + [current] : bytes }

@@ -32,7 +32,8 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    var sections: Set<String> = ["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi"]
+    static let allSections: Set<String> = ["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi", "hostile"]
+    var sections = Self.allSections
     /// Calls per transport in the soak.
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
@@ -49,11 +50,11 @@ struct Settings {
             case ("--in-flight", let value?): inFlight = value
             case ("--soak-requests", let value?): soakRequests = value
             case ("--soak-row", let value?): soakRow = value
-            case ("--only", _) where text.map(["http", "https", "operations", "cache", "soak", "stream", "observability", "openapi"].contains) == true:
+            case ("--only", _) where text.map(Self.allSections.contains) == true:
                 sections = [text!]
             default:
                 print(
-                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability|openapi]"
+                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability|openapi|hostile]"
                 )
                 exit(2)
             }
@@ -247,6 +248,9 @@ enum Benchmarks {
         }
         if settings.sections.contains("observability") {
             try await observabilityBenchmark(base: base, settings: settings)
+        }
+        if settings.sections.contains("hostile") {
+            try await hostileBenchmark()
         }
         if settings.sections.contains("https") {
             try await httpsBenchmark(settings: settings)

@@ -48,8 +48,6 @@ final class URLSessionCall: Sendable {
         var response: HTTPURLResponse?
         var body = Data()
         var writer: DownloadWriter?
-        /// Why the call stopped the task itself (a body over the limit, bad framing).
-        var failure: CatenaError?
         var challenged = false
         /// A streamed call's body, once its head went to the caller.
         var channel: BodyChannel?
@@ -69,21 +67,23 @@ final class URLSessionCall: Sendable {
     private let request: APIRequest
     private let timeout: Duration
     private let limit: Int
+    private let router: URLSessionRouter
     private let state = Locked(State())
 
     /// Streams the body (the caller gets the head at once) when set; maps a transfer
     /// error that ends a streamed body.
     private let streaming: (@Sendable (any Error) -> CatenaError)?
 
-    init(request: APIRequest, timeout: Duration, streaming: (@Sendable (any Error) -> CatenaError)? = nil) {
+    init(request: APIRequest, timeout: Duration, router: URLSessionRouter, streaming: (@Sendable (any Error) -> CatenaError)? = nil) {
         self.request = request
         self.timeout = timeout
         self.limit = request[option: MaximumResponseSize.self]
+        self.router = router
         self.streaming = streaming
     }
 
     /// Starts `task` with its deadline, unless the caller was cancelled already.
-    func start(_ task: URLSessionTask, router: URLSessionRouter, continuation: CheckedContinuation<Outcome, any Error>) {
+    func start(_ task: URLSessionTask, continuation: CheckedContinuation<Outcome, any Error>) {
         // Registered before anything can complete it, so no callback finds it missing.
         router.register(self, for: task)
         let stopped = state.withLock { state -> (any Error)? in
@@ -102,8 +102,8 @@ final class URLSessionCall: Sendable {
         if let stopped {
             // Never resumed: no transfer, so no redirect can be pending.
             router.unregister(task)
-            task.cancel()
             continuation.resume(throwing: stopped)
+            router.cancel(task)
             return
         }
         task.resume()
@@ -113,8 +113,10 @@ final class URLSessionCall: Sendable {
         stop(CancellationError())
     }
 
-    /// Answers the caller with `reason` now, and cancels the task unless it has
-    /// answered a redirect (it then completes by itself at once).
+    /// Answers the caller with `reason` now, then cancels the task unless it has
+    /// answered a redirect (it then completes by itself at once). The caller does not
+    /// wait for the cancellation (see ``URLSessionRouter/cancel(_:)``), and what still
+    /// arrives for the task is dropped.
     private func stop(_ reason: any Error) {
         let (continuation, task) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, URLSessionTask?) in
             guard state.started else {
@@ -130,8 +132,8 @@ final class URLSessionCall: Sendable {
             state.cancelled = true
             return (continuation, state.task)
         }
-        task?.cancel()
         continuation?.resume(throwing: reason)
+        if let task { router.cancel(task) }
     }
 
     /// Reports upload progress while the caller still waits. Runs on the session's
@@ -157,13 +159,12 @@ final class URLSessionCall: Sendable {
     func received(_ response: URLResponse) -> URLSession.ResponseDisposition {
         let request = request
         let limit = limit
-        let (task, download) = state.withLock { state -> (URLSessionTask?, HTTPURLResponse?) in
+        let (failure, download) = state.withLock { state -> (CatenaError?, HTTPURLResponse?) in
             // After a redirect that was not followed, corelibs hands over the 3xx here.
             state.phase = .running
             guard !state.cancelled, state.continuation != nil else { return (nil, nil) }
             guard let http = response as? HTTPURLResponse else {
-                state.failure = CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response")
-                return (state.task, nil)
+                return (CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response"), nil)
             }
             state.response = http
             state.headAt = .now
@@ -175,13 +176,12 @@ final class URLSessionCall: Sendable {
             do throws(CatenaError) {
                 try Self.checkFraming(http, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
             } catch {
-                state.failure = error
-                return (state.task, nil)
+                return (error, nil)
             }
             return (nil, downloads ? http : nil)
         }
-        if let task {
-            task.cancel()
+        if let failure {
+            stop(failure)
             return .cancel
         }
         if let head = state.withLock({ $0.timing(bodyEnded: nil) }), let http = response as? HTTPURLResponse {
@@ -193,18 +193,14 @@ final class URLSessionCall: Sendable {
         if let download, let destination = request[option: DownloadDestination.self] {
             // Opened outside the lock: the destination's progress callback is the caller's code.
             let length = download.expectedContentLength >= 0 ? download.expectedContentLength : nil
-            let opened = Result { () throws(CatenaError) in try DownloadWriter(destination, expectedLength: length, request: request) }
-            let task = state.withLock { state -> URLSessionTask? in
-                switch opened {
-                case .success(let writer):
+            switch Result(catching: { () throws(CatenaError) in try DownloadWriter(destination, expectedLength: length, request: request) }) {
+            case .success(let writer):
+                state.withLock { state in
                     if state.continuation != nil { state.writer = writer }
-                    return nil
-                case .failure(let error):
-                    state.failure = error
-                    return state.task
                 }
+            case .failure(let error):
+                stop(error)
             }
-            task?.cancel()
         }
         return .allow
     }
@@ -215,8 +211,11 @@ final class URLSessionCall: Sendable {
     /// corelibs always lets decode what it can) reads a byte of it.
     static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
         let coding = response.value(forHTTPHeaderField: "Content-Encoding")
+        // libcurl decodes every member it knows, `identity` as nothing; of those, Catena
+        // takes a single gzip or deflate as decoded, as on AsyncHTTPClient.
         try ContentCoding.check(contentEncoding: coding.map { [$0] } ?? [], status: response.statusCode, request: request) {
-            $0.count == 1 && ($0[0] == "gzip" || $0[0] == "deflate")
+            let codings = $0.filter { $0 != "identity" }
+            return codings == ["gzip"] || codings == ["deflate"]
         }
         guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
         let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
@@ -267,7 +266,7 @@ final class URLSessionCall: Sendable {
             state.cancelled = true
             return state.task
         }
-        task?.cancel()
+        if let task { router.cancel(task) }
     }
 
     func received(_ data: Data) {
@@ -293,33 +292,31 @@ final class URLSessionCall: Sendable {
         }
         let request = request
         let limit = limit
-        let (writer, task) = state.withLock { state -> (DownloadWriter?, URLSessionTask?) in
-            guard state.continuation != nil, state.failure == nil else { return (nil, nil) }
-            if let writer = state.writer { return (writer, nil) }
+        let (writer, overLimit) = state.withLock { state -> (DownloadWriter?, Bool) in
+            guard state.continuation != nil else { return (nil, false) }
+            if let writer = state.writer { return (writer, false) }
             // Counted as the bytes arrive (decoded, when the body was compressed), so a
             // small compressed body cannot grow into gigabytes before anyone looks.
             guard state.body.count + data.count <= limit else {
-                state.failure = CatenaError(
-                    .invalidResponse, request: request,
-                    detail: "the body has more than the \(limit) bytes allowed (MaximumResponseSize)")
                 state.body = Data()
-                return (nil, state.task)
+                return (nil, true)
             }
             state.body.append(data)
-            return (nil, nil)
+            return (nil, false)
         }
-        task?.cancel()
+        if overLimit {
+            // Answered now: libcurl may go on inflating a compressed body for seconds
+            // before the cancellation reaches it, and what it still delivers is dropped
+            // above as fast as it comes.
+            stop(CatenaError(.invalidResponse, request: request, detail: "the body has more than the \(limit) bytes allowed (MaximumResponseSize)"))
+            return
+        }
         guard let writer else { return }
         // Written outside the lock: the destination's progress callback is the caller's code.
         do throws(CatenaError) {
             try writer.write(data, request: request)
         } catch {
-            let task = state.withLock { state -> URLSessionTask? in
-                state.failure = error
-                state.writer = nil
-                return state.task
-            }
-            task?.cancel()
+            stop(error)
         }
     }
 
@@ -347,7 +344,6 @@ final class URLSessionCall: Sendable {
             state.writer = nil
             guard let continuation = state.continuation else { return (nil, .failure(CancellationError())) }
             state.continuation = nil
-            if let failure = state.failure { return (continuation, .failure(failure)) }
             let answeredChallenge = state.challenged && (error as? URLError)?.code == .cancelled
             if let error, !answeredChallenge { return (continuation, .failure(error)) }
             guard let response = state.response ?? taskResponse else { return (continuation, .failure(URLError(.badServerResponse))) }

@@ -136,7 +136,7 @@ public struct URLSessionTransport: HTTPLoader {
         if streaming {
             mapStreamError = { error in Self.map(error, request: request, timeout: timeout) }
         }
-        let call = URLSessionCall(request: request, timeout: timeout, streaming: mapStreamError)
+        let call = URLSessionCall(request: request, timeout: timeout, router: owner.router, streaming: mapStreamError)
         let outcome: URLSessionCall.Outcome
         do {
             outcome = try await withTaskCancellationHandler {
@@ -147,7 +147,7 @@ public struct URLSessionTransport: HTTPLoader {
                         } else {
                             owner.session.dataTask(with: urlRequest)
                         }
-                    call.start(task, router: owner.router, continuation: continuation)
+                    call.start(task, continuation: continuation)
                 }
             } onCancel: {
                 call.cancel()

@@ -256,6 +256,8 @@ enum Benchmarks {
             try await httpsBenchmark(settings: settings)
         }
         guard settings.sections.contains("http") else {
+            try await rawClient.shutdown()
+            rawSession.invalidateAndCancel()
             await server.stop()
             return
         }

@@ -13,18 +13,24 @@ import FoundationNetworking
 /// decision is pending. All of a session's callbacks arrive on its one serial queue.
 final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let calls = Locked<[Int: URLSessionCall]>([:])
-    private let cancellations = DispatchQueue(label: "Catena URLSession cancellations")
+    private let callQueue = DispatchQueue(label: "Catena URLSession calls")
 
-    /// Cancels `task` without waiting. corelibs' `cancel()` waits for the session's
-    /// work queue, which one libcurl call can hold for seconds: a 2 MiB gzip bomb is
-    /// inflated to 2 GiB in a single call, before anything can stop it. Cancelled on the
-    /// delegate queue, the task stopped every callback of the session meanwhile while the
-    /// inflated chunks piled up behind it (2.2 GiB and 9.5 s against a 64 MiB limit;
-    /// 75 MB and 0.2 s answered first and cancelled here, measured); cancelled by a
-    /// timer or a caller, it kept the caller waiting. One serial queue per session, so
-    /// at most one thread waits.
+    /// Runs `work` (making, starting or cancelling tasks) on the session's serial call
+    /// queue. corelibs does each of those inside the session's work queue, which one
+    /// libcurl call can hold for seconds: a 2 MiB gzip bomb is inflated to 2 GiB in a
+    /// single call, before anything can stop it. Cancelled on the delegate queue, a
+    /// task held up every callback of the session meanwhile while the inflated chunks
+    /// piled up behind it (2.2 GiB and 9.8 s against a 64 MiB limit and a 3 s timeout;
+    /// answered first and cancelled here, 0.2 s); started or cancelled on a caller's
+    /// thread, it blocked the cooperative pool. One serial queue, so at most one
+    /// thread waits.
+    func onCallQueue(_ work: @escaping @Sendable () -> Void) {
+        callQueue.async(execute: work)
+    }
+
+    /// Cancels `task` on the call queue, without waiting.
     func cancel(_ task: URLSessionTask) {
-        cancellations.async { task.cancel() }
+        callQueue.async { task.cancel() }
     }
 
     func register(_ call: URLSessionCall, for task: URLSessionTask) {

@@ -137,17 +137,18 @@ public struct URLSessionTransport: HTTPLoader {
             mapStreamError = { error in Self.map(error, request: request, timeout: timeout) }
         }
         let call = URLSessionCall(request: request, timeout: timeout, router: owner.router, streaming: mapStreamError)
+        let prepared = urlRequest
         let outcome: URLSessionCall.Outcome
         do {
             outcome = try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
-                    let task: URLSessionTask =
+                    call.start(continuation: continuation) {
                         if let body {
-                            owner.session.uploadTask(with: urlRequest, from: body)
+                            owner.session.uploadTask(with: prepared, from: body)
                         } else {
-                            owner.session.dataTask(with: urlRequest)
+                            owner.session.dataTask(with: prepared)
                         }
-                    call.start(task, continuation: continuation)
+                    }
                 }
             } onCancel: {
                 call.cancel()

@@ -97,8 +97,9 @@ public enum RetryAttempt: RequestOption {
 }
 
 /// Retries failed requests by a ``RetryStrategy``: transport errors and statuses that
-/// are safe to retry, for idempotent methods, with exponential backoff, full jitter
-/// and `Retry-After` (seconds or an HTTP date).
+/// are safe to retry, for idempotent methods (and POST or PATCH with an
+/// ``IdempotencyKey``), with exponential backoff, full jitter and `Retry-After`
+/// (seconds or an HTTP date).
 ///
 /// Every attempt goes down the rest of the chain afresh, so its body is produced anew.
 /// A status that stays retryable after the last attempt is returned as the response
@@ -127,7 +128,11 @@ public struct Retry: HTTPMiddleware {
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         let strategy = request[option: RetryStrategy.self] ?? self.strategy
-        let retriesMethod = strategy.methods.contains(request.method)
+        // The call's one key, made before its first attempt and carried by all of them.
+        var request = request
+        let keyed = try request.applyIdempotencyKey()
+        let retriesMethod =
+            strategy.methods.contains(request.method) || (keyed && IdempotencyKey.keyedMethods.contains(request.method))
         var attempt = 1
         while true {
             var attemptRequest = request

@@ -68,6 +68,9 @@ public enum Redirects {
         head: (Answer) -> APIResponse, discard: (Answer) -> Void,
         send: (APIRequest, Duration) async throws(CatenaError) -> Answer
     ) async throws(CatenaError) -> Answer {
+        // A call without Retry above gets its key here, once for all its redirects.
+        var request = request
+        _ = try request.applyIdempotencyKey()
         let timeout = request.timeout ?? defaultTimeout
         let policy = request[option: RedirectPolicy.self]
         let limit: Int
@@ -156,7 +159,8 @@ public enum Redirects {
         if becomesGET {
             next.method = .get
             next.body = .empty
-            for name: HTTPField.Name in [.contentType, .contentLength, .contentEncoding, .contentLanguage, .contentLocation] {
+            // The key named the request that was sent, not the GET that follows it.
+            for name: HTTPField.Name in [.contentType, .contentLength, .contentEncoding, .contentLanguage, .contentLocation, .idempotencyKey] {
                 next.headerFields[name] = nil
             }
         }
@@ -165,7 +169,8 @@ public enum Redirects {
             let redaction = Redaction.effective(for: request)
             next.headerFields = HTTPFields(
                 next.headerFields.filter { field in
-                    !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization)
+                    !(bound.contains(field.name) || redaction.isSecretHeader(field.name) || field.name == .proxyAuthorization
+                        || field.name == .idempotencyKey)
                 })
         }
         return next

@@ -1,4 +1,5 @@
 #if DemoServer
+import Catena
 public import Foundation
 import NIOCore
 import NIOPosix
@@ -84,6 +85,12 @@ public final class MisbehavingServer: Sendable {
         /// `/redirect?status=N&to=URL`: a redirect with that status to that URL (no
         /// Location when `to` is empty); with `coding=br`, a body in that coding.
         case redirect
+        /// Applies the request, then closes the connection without an answer: the
+        /// effect happened and the client cannot know. With an `Idempotency-Key` it does
+        /// so only the first time; the key again gets ``okBody``, applied no more. Without
+        /// one, every request is applied (counted under `?tag=`). See
+        /// ``MisbehavingServer/applied(_:)``.
+        case cutAfterApply = "cut-after-apply"
     }
 
     /// The body of ``Fault/ok`` and ``Fault/gzip``, and of each challenge.
@@ -96,6 +103,13 @@ public final class MisbehavingServer: Sendable {
         self.counters = counters
     }
 
+    /// How many times ``Fault/cutAfterApply`` applied requests with this
+    /// `Idempotency-Key` (as sent, quotes included) or, for requests without one, this
+    /// `tag` (`"tag:NAME"`).
+    public func applied(_ identity: String) -> Int {
+        counters.applied(identity)
+    }
+
     /// Starts a server on 127.0.0.1 with a port the system picks.
     public static func start() async throws -> MisbehavingServer {
         let counters = Counters()
@@ -104,7 +118,7 @@ public final class MisbehavingServer: Sendable {
             .childChannelInitializer { channel in
                 counters.accepted()
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(FaultHandler(channel: channel))
+                    try channel.pipeline.syncOperations.addHandler(FaultHandler(channel: channel, counters: counters))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -125,11 +139,26 @@ public final class MisbehavingServer: Sendable {
     }
 }
 
-/// Counts accepted connections.
+/// Counts accepted connections, and requests applied by ``MisbehavingServer/Fault/cutAfterApply``.
 private final class Counters: Sendable {
     private let value = Atomic<Int>(0)
+    private let appliedCounts = Locked<[String: Int]>([:])
     func accepted() { value.add(1, ordering: .relaxed) }
     var count: Int { value.load(ordering: .relaxed) }
+
+    /// Applies a request with this identity; with `once`, only if none was before.
+    /// Returns whether it was applied.
+    func apply(_ identity: String, once: Bool) -> Bool {
+        appliedCounts.withLock { counts in
+            if once, counts[identity] != nil { return false }
+            counts[identity, default: 0] += 1
+            return true
+        }
+    }
+
+    func applied(_ identity: String) -> Int {
+        appliedCounts.withLock { $0[identity] ?? 0 }
+    }
 }
 
 /// Reads one request head (and its declared body) at a time and answers with the fault
@@ -138,27 +167,30 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
     typealias InboundIn = ByteBuffer
 
     private let channel: any Channel
+    private let counters: Counters
     private var buffer = ByteBuffer()
     /// Once a fault has taken over the connection, nothing more is read.
     private var done = false
 
-    init(channel: any Channel) {
+    init(channel: any Channel, counters: Counters) {
         self.channel = channel
+        self.counters = counters
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !done else { return }  // a fault owns the connection: input is dropped
         var incoming = unwrapInboundIn(data)
         buffer.writeBuffer(&incoming)
-        while !done, let (target, consumed) = nextRequest() {
+        while !done, let (target, key, consumed) = nextRequest() {
             buffer.moveReaderIndex(forwardBy: consumed)
             buffer.discardReadBytes()
-            answer(target)
+            answer(target, idempotencyKey: key)
         }
     }
 
-    /// The request target and the bytes the request takes, once it is all here.
-    private func nextRequest() -> (String, Int)? {
+    /// The request target, its `Idempotency-Key`, and the bytes the request takes, once
+    /// it is all here.
+    private func nextRequest() -> (String, String?, Int)? {
         let view = buffer.readableBytesView
         guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
             if buffer.readableBytes > 64 * 1024 { done = true; channel.close(promise: nil) }
@@ -182,7 +214,8 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         let total = end.upperBound - view.startIndex + length
         guard parts.count >= 2, buffer.readableBytes >= total else { return nil }
-        return (String(parts[1]), total)
+        let key = fields.first { $0.count == 2 && $0[0].lowercased() == "idempotency-key" }.map { $0[1].trimmingCharacters(in: .whitespaces) }
+        return (String(parts[1]), key, total)
     }
 
     private func write(_ text: String) {
@@ -204,7 +237,7 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         write("HTTP/1.1 \(status)\r\n\(fields)\r\n\r\n\(body)")
     }
 
-    private func answer(_ target: String) {
+    private func answer(_ target: String, idempotencyKey: String?) {
         let components = URLComponents(string: target)
         let name = components?.path.split(separator: "/").first.map(String.init) ?? ""
         guard let fault = MisbehavingServer.Fault(rawValue: name) else {
@@ -213,6 +246,12 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         switch fault {
         case .ok:
             respond("200 OK")
+        case .cutAfterApply:
+            let tag = components?.queryItems?.first { $0.name == "tag" }?.value ?? ""
+            // A key seen before gets its stored answer, nothing applied again.
+            guard counters.apply(idempotencyKey ?? "tag:" + tag, once: idempotencyKey != nil) else { return respond("200 OK") }
+            done = true
+            channel.close(promise: nil)
         case .truncated:
             closeAfter("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 100))
         case .reset:

@@ -36,6 +36,7 @@ enum DemoRoutes {
         PhotoRoutes.add(to: router, settings: photos)
         CacheRoutes.add(to: router)
         StreamRoutes.add(to: router)
+        IdempotencyRoutes.add(to: router)
         return router
     }
 

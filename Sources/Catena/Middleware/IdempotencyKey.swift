@@ -1,0 +1,71 @@
+public import HTTPTypes
+import Foundation
+
+extension HTTPField.Name {
+    /// `Idempotency-Key`: the client's key for one logical call, so that a server applies
+    /// a POST or PATCH once however often it arrives (IETF httpapi,
+    /// draft-ietf-httpapi-idempotency-key-header).
+    public static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+}
+
+/// An `Idempotency-Key` for a request that is not idempotent by its method (POST,
+/// PATCH). With one, ``Retry`` may send the request again after a lost connection, a
+/// timeout, a 5xx or a 429, as it does a GET, and a server that implements the header
+/// applies it once: a repeated key gets the first answer again, a key reused with
+/// another body a 422, a key still in progress a 409.
+///
+/// Opt in per request, or in an endpoint's `makeRequest()`:
+///
+/// ```swift
+/// request[option: IdempotencyKey.self] = .generated
+/// ```
+///
+/// The key is made once per call, where the call enters ``Retry`` (or the transport,
+/// without one), and every attempt and every redirect to the same origin carries it;
+/// it is never sent to another origin, nor on a redirect that turns the request into a
+/// GET. A request whose `Idempotency-Key` field you set yourself counts as keyed too.
+public enum IdempotencyKey: RequestOption, Sendable, Equatable {
+    /// No key: POST and PATCH are never retried. The default.
+    case none
+    /// A new random key (a UUID) for each call.
+    case generated
+    /// This key, for a call you repeat yourself (across launches, say): printable ASCII.
+    case fixed(String)
+
+    public static let defaultValue = IdempotencyKey.none
+
+    /// The methods a key makes retryable.
+    public static let keyedMethods: Set<HTTPRequest.Method> = [.post, .patch]
+}
+
+extension APIRequest {
+    /// Adds the `Idempotency-Key` field the ``IdempotencyKey`` option asks for, unless
+    /// the request carries one already (an earlier attempt's or redirect's, or the
+    /// caller's own). Returns whether the request now carries a key.
+    ///
+    /// - Throws: ``CatenaError/Code/invalidRequest`` for a fixed key that is empty or
+    ///   not printable ASCII (it travels as a structured-field string).
+    package mutating func applyIdempotencyKey() throws(CatenaError) -> Bool {
+        if headerFields[.idempotencyKey] != nil { return true }
+        let key: String
+        switch self[option: IdempotencyKey.self] {
+        case .none: return false
+        case .generated: key = UUID().uuidString.lowercased()
+        case .fixed(let fixed):
+            guard !fixed.isEmpty, fixed.utf8.count <= 255, fixed.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
+                throw CatenaError(
+                    .invalidRequest, request: self,
+                    detail: "an Idempotency-Key must be 1 to 255 printable ASCII characters (got \(fixed.utf8.count) bytes)")
+            }
+            key = fixed
+        }
+        // A structured-field string (RFC 8941): quoted, with `\` and `"` escaped.
+        var quoted = "\""
+        for character in key {
+            if character == "\\" || character == "\"" { quoted.append("\\") }
+            quoted.append(character)
+        }
+        headerFields[.idempotencyKey] = quoted + "\""
+        return true
+    }
+}

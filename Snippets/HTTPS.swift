@@ -42,5 +42,30 @@ do {
 // snippet.end
 
 // snippet.hide
+// A second server whose leaf comes from an intermediate of the same authority.
+let intermediate = try authority.intermediate()
+let chained = try await DemoServer.start(tls: DemoTLS(certificate: try intermediate.issue()))
+let rootDER = authority.certificateDER
+let intermediateDER = intermediate.certificateDER
+// snippet.show
+
+// snippet.pin
+// Pinning by trust anchor: your root alone, the system's left out. A chain through
+// its intermediates is accepted; any other server fails before a byte is sent.
+let pinned = try AsyncHTTPClientTransport(trust: ServerTrust(additionalRoots: [rootDER], excludesSystemRoots: true))
+let viaIntermediate = ApplyEnvironment(ServerEnvironment(host: "127.0.0.1", port: chained.port)) --> pinned
+print(try await viaIntermediate.load(try .get("api", "users", "2")).status.code)  // 200
+
+// An intermediate (or a leaf) cannot be the anchor here: refused at setup.
+do {
+    _ = try AsyncHTTPClientTransport(trust: ServerTrust(additionalRoots: [intermediateDER], excludesSystemRoots: true))
+} catch {
+    print(error)  // "... is not a root ...: trust the root that issued it"
+}
+// snippet.end
+
+// snippet.hide
+try await pinned.shutdown()
 try await transport.shutdown()
+await chained.stop()
 await server.stop()

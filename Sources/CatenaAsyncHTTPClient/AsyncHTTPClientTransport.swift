@@ -95,10 +95,16 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport that owns a new client which trusts HTTPS servers as `trust` says:
     /// your roots besides or instead of the system's. Call ``shutdown()`` when done.
     ///
-    /// - Throws: `ServerTrustError` for a root that is not a certificate, and for
-    ///   public-key pins: AsyncHTTPClient 1.37 builds its TLS handler itself, with no
-    ///   hook where the server's key could be checked, so a pinned transport is refused
-    ///   rather than one that connects unpinned.
+    /// Pinning by trust anchor: your root alone, with `excludesSystemRoots`, and only
+    /// chains that reach it are accepted (an intermediate the server sends is fine).
+    ///
+    /// - Throws: `ServerTrustError` for a root that is not a certificate; for one that
+    ///   is not a root (an intermediate or a leaf): NIOSSL 2.37 has no partial-chain
+    ///   setting, so such an anchor fails every handshake (measured), and a transport
+    ///   that could connect to nothing is refused at setup; and for public-key pins:
+    ///   AsyncHTTPClient 1.37 builds its TLS handler itself, with no hook where the
+    ///   server's key could be checked, so a pinned transport is refused rather than one
+    ///   that connects unpinned. Pin the root instead.
     public convenience init(
         configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
         timeout: Duration = .seconds(60)
@@ -106,7 +112,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         guard trust.publicKeyPins.isEmpty else {
             throw ServerTrustError(
                 "AsyncHTTPClient offers no hook to check a server's public key against pins "
-                    + "(it builds NIOSSL's handler without a verification callback); trust a root of your own instead")
+                    + "(it builds NIOSSL's handler without a verification callback); pin the root certificate instead: "
+                    + "ServerTrust(additionalRoots: [root], excludesSystemRoots: true)")
         }
         var configuration = configuration
         var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
@@ -116,6 +123,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 roots.append(try NIOSSLCertificate(bytes: Array(der), format: .der))
             } catch {
                 throw ServerTrustError("root certificate \(index + 1) of \(trust.additionalRoots.count) is not a DER certificate (\(error))")
+            }
+            guard CertificateNames.isSelfIssued(der) == true else {
+                throw ServerTrustError(
+                    "root certificate \(index + 1) of \(trust.additionalRoots.count) is not a root (its issuer is another "
+                        + "certificate): AsyncHTTPClient anchors trust at roots only, since NIOSSL has no partial-chain setting; "
+                        + "trust the root that issued it")
             }
         }
         if trust.excludesSystemRoots {

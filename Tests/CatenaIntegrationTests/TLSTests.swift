@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Catena
 import CatenaAsyncHTTPClient
 import CatenaDemoServer
+import CatenaTesting
 import Foundation
 import NIOSSL
 import Testing
@@ -20,6 +21,18 @@ enum TLSServers {
     }
     private static let otherHost = Task { try await DemoServer.start(tls: DemoTLS(certificate: try authority.get().issue(for: ["api.example.com"]))) }
     private static let unknownAuthority = Task { try await DemoServer.start(tls: DemoTLS(certificate: try stranger.get().issue())) }
+    /// Root → intermediate → leaf: the server sends the leaf and the intermediate.
+    static let intermediate = Result { try authority.get().intermediate() }
+    static let chainedLeaf = Result { try intermediate.get().issue() }
+    private static let chained = Task { try await DemoServer.start(tls: DemoTLS(certificate: try chainedLeaf.get())) }
+    private static let chainedExpired = Task {
+        let past = Date() - 10 * 86_400
+        return try await DemoServer.start(tls: DemoTLS(certificate: try intermediate.get().issue(validity: (past - 86_400)...past)))
+    }
+
+    static func runningChained(expired: Bool = false) async throws -> RunningDemoServer {
+        expired ? try await chainedExpired.value : try await chained.value
+    }
 
     enum Kind: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case expired, otherHost, unknownAuthority
@@ -124,6 +137,69 @@ struct TLSTests {
         }
         #expect(error?.code == .untrustedServer, "\(String(describing: error)) \(String(describing: error?.underlyingError))")
         #expect(error.map { "\($0)" }?.contains("certificate") == true, "\(String(describing: error))")
+    }
+
+    @Test(
+        "pinning by trust anchor (AsyncHTTPClient): the pinned root alone accepts its chain through an intermediate, and refuses an expired leaf, another host, another CA"
+    )
+    func pinnedRoot() async throws {
+        let pinned = try AsyncHTTPClientTransport(
+            trust: ServerTrust(additionalRoots: [try TLSServers.authority.get().certificateDER], excludesSystemRoots: true))
+        defer { Task { try? await pinned.shutdown() } }
+        let chained = try await TLSServers.runningChained()
+        #expect(try await TLSServers.chain(chained, pinned).load(try APIRequest(.get, path: ["api", "users", "2"])).status == .ok)
+        for server in [try await TLSServers.runningChained(expired: true), try await TLSServers.running(.otherHost)] {
+            let error = await #expect(throws: CatenaError.self) {
+                _ = try await TLSServers.chain(server, pinned).load(try APIRequest(.get, path: ["api", "users", "2"]))
+            }
+            #expect(error?.code == .untrustedServer, "\(String(describing: error))")
+        }
+        let unrelated = try AsyncHTTPClientTransport(
+            trust: ServerTrust(additionalRoots: [try DemoCertificateAuthority(commonName: "Unrelated CA").certificateDER], excludesSystemRoots: true))
+        defer { Task { try? await unrelated.shutdown() } }
+        let error = await #expect(throws: CatenaError.self) {
+            _ = try await TLSServers.chain(chained, unrelated).load(try APIRequest(.get, path: ["api", "users", "2"]))
+        }
+        #expect(error?.code == .untrustedServer, "\(String(describing: error))")
+    }
+
+    @Test(
+        "an intermediate or a leaf as the only anchor is refused at setup (NIOSSL has no partial-chain setting: every handshake would fail)",
+        arguments: ["intermediate", "leaf"])
+    func nonRootAnchor(anchor: String) throws {
+        let der =
+            anchor == "intermediate"
+            ? try TLSServers.intermediate.get().certificateDER : try TLSServers.chainedLeaf.get().certificateDER
+        for excluding in [true, false] {
+            let error = #expect(throws: ServerTrustError.self) {
+                _ = try AsyncHTTPClientTransport(trust: ServerTrust(additionalRoots: [der], excludesSystemRoots: excluding))
+            }
+            #expect(error?.description.contains("not a root") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test("a certificate's issuer and subject are read from any bytes without a trap: roots yes, others no, broken ones nil")
+    func certificateNames() throws {
+        let root = try TLSServers.authority.get().certificateDER
+        let intermediate = try TLSServers.intermediate.get().certificateDER
+        let leaf = try TLSServers.chainedLeaf.get().certificateDER
+        #expect(CertificateNames.isSelfIssued(root) == true)
+        #expect(CertificateNames.isSelfIssued(intermediate) == false)
+        #expect(CertificateNames.isSelfIssued(leaf) == false)
+        for count in 0..<root.count { #expect(CertificateNames.isSelfIssued(root.prefix(count)) == nil, "\(count) bytes") }
+        #expect(CertificateNames.isSelfIssued(root + [0]) == nil, "trailing bytes")
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        for _ in 0..<5_000 {
+            var bytes = [UInt8](Bool.random(using: &generator) ? root : leaf)
+            for _ in 0...Int(generator.next() % 4) {
+                bytes[Int(generator.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: generator.next())
+            }
+            _ = CertificateNames.isSelfIssued(Data(bytes))
+            let noise = (0..<Int(generator.next() % 64)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            _ = CertificateNames.isSelfIssued(Data([0x30, 0x84, 0xff, 0xff, 0xff, 0xff] + noise))
+            _ = CertificateNames.isSelfIssued(Data(noise))
+        }
     }
 
     @Test("what a transport cannot check is refused at setup: pins on AsyncHTTPClient, any trust of your own on URLSession")

@@ -9,8 +9,9 @@ public import Foundation
 /// | | AsyncHTTPClient | URLSession on Linux | URLSession on Apple platforms |
 /// |---|---|---|---|
 /// | additional roots | yes | no (corelibs reads only the system store) | not yet |
-/// | only your roots | yes | no | not yet |
-/// | public-key pins | no (no hook in AsyncHTTPClient 1.37) | no | not yet |
+/// | only your roots (pinning by trust anchor) | yes | no | not yet |
+/// | an intermediate or leaf as a root | no: refused (no partial-chain setting in NIOSSL) | no | not yet |
+/// | public-key pins | no (no hook in AsyncHTTPClient 1.37): pin the root | no | not yet |
 ///
 /// ```swift
 /// let trust = try ServerTrust(additionalRootsPEM: String(contentsOfFile: "ca.pem"))

@@ -15,10 +15,13 @@ public struct DemoCertificateAuthority: Sendable {
     public let certificatePEM: String
     /// The CA's certificate, DER encoded.
     public let certificateDER: Data
+    /// The intermediate certificates (DER) between this authority and its root, this
+    /// one's first: what a server sends after its own certificate. Empty for a root.
+    public let intermediatesDER: [Data]
     private let key: P256.Signing.PrivateKey
     private let name: DistinguishedName
 
-    /// A new authority with a fresh P-256 key, valid from an hour ago for 30 days.
+    /// A new root authority with a fresh P-256 key, valid from an hour ago for 30 days.
     public init(commonName: String = "Catena Demo CA") throws {
         key = P256.Signing.PrivateKey()
         name = try DistinguishedName { CommonName(commonName) }
@@ -28,11 +31,37 @@ public struct DemoCertificateAuthority: Sendable {
             notValidBefore: now - 3_600, notValidAfter: now + 30 * 86_400,
             issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
             },
             issuerPrivateKey: .init(key))
         (certificatePEM, certificateDER) = try Self.encode(certificate)
+        intermediatesDER = []
+    }
+
+    private init(key: P256.Signing.PrivateKey, name: DistinguishedName, certificate: Certificate, parents: [Data]) throws {
+        self.key = key
+        self.name = name
+        (certificatePEM, certificateDER) = try Self.encode(certificate)
+        intermediatesDER = [certificateDER] + parents
+    }
+
+    /// An intermediate authority signed by this one: root → intermediate → leaf chains,
+    /// for pinning tests. Its leaves carry it in their chain.
+    public func intermediate(commonName: String = "Catena Demo Intermediate CA") throws -> DemoCertificateAuthority {
+        let intermediateKey = P256.Signing.PrivateKey()
+        let subject = try DistinguishedName { CommonName(commonName) }
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
+            notValidBefore: now - 3_600, notValidAfter: now + 30 * 86_400,
+            issuer: name, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            },
+            issuerPrivateKey: .init(key))
+        return try DemoCertificateAuthority(key: intermediateKey, name: subject, certificate: certificate, parents: intermediatesDER)
     }
 
     /// A server certificate for `hosts` (names, or IPv4/IPv6 literals), signed by this
@@ -67,7 +96,7 @@ public struct DemoCertificateAuthority: Sendable {
         let spki = Data(SHA256.hash(data: leafKey.publicKey.derRepresentation))
         return DemoServerCertificate(
             certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
-            publicKeySHA256: spki.base64EncodedString())
+            publicKeySHA256: spki.base64EncodedString(), intermediatesDER: intermediatesDER)
     }
 
     private static func encode(_ certificate: Certificate) throws -> (String, Data) {
@@ -88,6 +117,8 @@ public struct DemoServerCertificate: Sendable {
     /// The base64 SHA-256 of the certificate's SubjectPublicKeyInfo: the value a
     /// public-key pin names.
     public let publicKeySHA256: String
+    /// The intermediate certificates (DER) the server sends after this one.
+    public let intermediatesDER: [Data]
 }
 
 /// The four bytes of a dotted IPv4 literal.

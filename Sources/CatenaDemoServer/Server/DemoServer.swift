@@ -73,7 +73,9 @@ public enum DemoServer {
         let server: HTTPServerBuilder
         if let tls {
             var configuration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(tls.certificate.certificateDER), format: .der))],
+                certificateChain: try ([tls.certificate.certificateDER] + tls.certificate.intermediatesDER).map {
+                    .certificate(try NIOSSLCertificate(bytes: Array($0), format: .der))
+                },
                 privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.certificate.privateKeyPEM.utf8), format: .pem)))
             if tls.http2 {
                 // ALPN offers h2 and http/1.1: each client gets what it asks for.

@@ -79,11 +79,47 @@ struct IdempotencyKeyTests {
         #expect(try await chain.load(try order(item, key: nil)).status == .badRequest)
 
         let held = UUID().uuidString
-        let slow = Task { try await chain.load(try order(item + "-held", key: held, work: Timing.stretch(1.5))) }
-        try await Task.sleep(for: Timing.stretch(.milliseconds(300)))
+        let slow = Task { try await chain.load(try order(item + "-held", key: held, work: Timing.stretch(2))) }
+        try await Task.sleep(for: Timing.stretch(.milliseconds(500)))
         #expect(try await chain.load(try order(item + "-held", key: held)).status == .conflict, "the first is still in progress")
         #expect(try await slow.value.status == .created)
         #expect(try await count(item + "-held", on: chain) == 1)
+    }
+
+    @Test(
+        "a POST that times out while the server is still at work gets 409 on its retry, waits, and gets the order made once",
+        arguments: TransportKind.allCases)
+    func timeoutWhileInProgress(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let item = UUID().uuidString
+        var request = try order(item, key: nil, work: Timing.stretch(2))
+        request[option: IdempotencyKey.self] = .generated
+        request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))
+        let events = Locked<[CallEvent]>([])
+        request.observe(CallObserver { event in events.withLock { $0.append(event) } })
+        let patient = RetryStrategy(maxAttempts: 8, baseDelay: .milliseconds(200), jitter: false)
+        let response = try await (Retry(patient) --> chain).load(request)
+        #expect(response.status == .created)
+        #expect(try await count(item, on: chain) == 1)
+        #expect(events.withLock { $0 }.contains { if case .retrying(_, _, after: .status(409)) = $0 { true } else { false } }, "a 409 was retried")
+    }
+
+    @Test(
+        "a keyed POST that a 307 took to another origin (without its key) is not sent again",
+        arguments: TransportKind.allCases)
+    func noRetryAcrossOrigins(kind: TransportKind) async throws {
+        let target = try await FaultServer.running()
+        let other = try await MisbehavingServer.start()
+        let tag = UUID().uuidString
+        var cut = URLComponents(url: target.url(.cutAfterApply), resolvingAgainstBaseURL: false)!
+        cut.queryItems = [URLQueryItem(name: "tag", value: tag)]
+        var redirect = URLComponents(url: other.url(.redirect), resolvingAgainstBaseURL: false)!
+        redirect.queryItems = [URLQueryItem(name: "status", value: "307"), URLQueryItem(name: "to", value: cut.url!.absoluteString)]
+        var request = APIRequest(.post, url: redirect.url!, body: .json(["item": "tea"]))
+        request[option: IdempotencyKey.self] = .generated
+        await #expect(throws: CatenaError.self) { try await (Retry(Self.quickRetry) --> freshTransport(kind)).load(request) }
+        #expect(target.applied("tag:" + tag) == 1, "the POST reached the other origin once, without a key")
+        await other.stop()
     }
 
     @Test("a POST that times out before its head, after the server applied it, is retried with its key and exists once", arguments: TransportKind.allCases)
@@ -130,6 +166,11 @@ struct IdempotencyKeyRequestTests {
         let unkeyed = try APIRequest(.post, urlString: "http://127.0.0.1/orders", body: .json(["item": "tea"]))
         mock.respond(status: .serviceUnavailable)
         #expect(try await chain.load(unkeyed).status == .serviceUnavailable, "an unkeyed POST is not retried")
+        var byHand = unkeyed
+        byHand.headerFields[.idempotencyKey] = "\"mine\""
+        mock.respond(status: .serviceUnavailable)
+        #expect(try await chain.load(byHand).status == .serviceUnavailable, "a field set by hand does not opt in")
+        #expect(mock.requests.last?.headerFields[.idempotencyKey] == "\"mine\"")
         #expect(mock.pendingHandlers == 0)
     }
 

@@ -23,7 +23,11 @@ extension HTTPField.Name {
 /// The key is made once per call, where the call enters ``Retry`` (or the transport,
 /// without one), and every attempt and every redirect to the same origin carries it;
 /// it is never sent to another origin, nor on a redirect that turns the request into a
-/// GET. A request whose `Idempotency-Key` field you set yourself counts as keyed too.
+/// GET. Retry sends the call again only while the hop that failed carried the key (not
+/// after a redirect to another origin), and also after a 409, the answer to a key still
+/// in progress. Only the option opts in: an `Idempotency-Key` field set by hand is sent
+/// as it is, and the request is retried as its method says (a server that ignores the
+/// header would apply a retried POST twice).
 public enum IdempotencyKey: RequestOption, Sendable, Equatable {
     /// No key: POST and PATCH are never retried. The default.
     case none
@@ -41,14 +45,16 @@ public enum IdempotencyKey: RequestOption, Sendable, Equatable {
 extension APIRequest {
     /// Adds the `Idempotency-Key` field the ``IdempotencyKey`` option asks for, unless
     /// the request carries one already (an earlier attempt's or redirect's, or the
-    /// caller's own). Returns whether the request now carries a key.
+    /// caller's own). Returns whether the option opted the request in.
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` for a fixed key that is empty or
     ///   not printable ASCII (it travels as a structured-field string).
     package mutating func applyIdempotencyKey() throws(CatenaError) -> Bool {
+        let option = self[option: IdempotencyKey.self]
+        if option == .none { return false }
         if headerFields[.idempotencyKey] != nil { return true }
         let key: String
-        switch self[option: IdempotencyKey.self] {
+        switch option {
         case .none: return false
         case .generated: key = UUID().uuidString.lowercased()
         case .fixed(let fixed):

@@ -130,9 +130,14 @@ public struct Retry: HTTPMiddleware {
         let strategy = request[option: RetryStrategy.self] ?? self.strategy
         // The call's one key, made before its first attempt and carried by all of them.
         var request = request
-        let keyed = try request.applyIdempotencyKey()
-        let retriesMethod =
-            strategy.methods.contains(request.method) || (keyed && IdempotencyKey.keyedMethods.contains(request.method))
+        let keyed = try request.applyIdempotencyKey() && IdempotencyKey.keyedMethods.contains(request.method)
+        let idempotent = strategy.methods.contains(request.method)
+        // A keyed call is retried only when the hop that failed still carried the key:
+        // a 307 to another origin sent the POST there without it (the key never leaves
+        // its origin), and sending the call again would apply it there twice.
+        func retries(after hop: APIRequest) -> Bool {
+            idempotent || (keyed && hop.headerFields[.idempotencyKey] != nil)
+        }
         var attempt = 1
         while true {
             var attemptRequest = request
@@ -141,17 +146,21 @@ public struct Retry: HTTPMiddleware {
             let reason: CallEvent.Outcome
             do {
                 let response = try await next.load(attemptRequest)
-                guard retriesMethod, let wait = self.delay(after: response, attempt: attempt, strategy: strategy) else { return response }
+                guard retries(after: response.request),
+                    let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent)
+                else { return response }
                 delay = wait
                 reason = .status(response.status.code)
             } catch {
                 let code = error.code
                 let retryable =
-                    retriesMethod && code != .cancelled && code != .resetInProgress
+                    retries(after: error.response?.request ?? error.request) && code != .cancelled && code != .resetInProgress
                     && (strategy.errorCodes.contains(code) || (code == .unacceptableStatus && error.response != nil))
                 guard retryable else { throw error }
                 if code == .unacceptableStatus, let response = error.response {
-                    guard let wait = self.delay(after: response, attempt: attempt, strategy: strategy) else { throw error }
+                    guard let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent) else {
+                        throw error
+                    }
                     delay = wait
                     reason = .status(response.status.code)
                 } else {
@@ -171,8 +180,11 @@ public struct Retry: HTTPMiddleware {
     }
 
     /// The wait before retrying after `response`, or nil when it is not to be retried.
-    private func delay(after response: APIResponse, attempt: Int, strategy: RetryStrategy) -> Duration? {
-        guard attempt < strategy.maxAttempts, strategy.statuses.contains(response.status.code) else { return nil }
+    /// A keyed call also retries 409, the answer to a key still in progress (the first
+    /// attempt timed out while the server was at work).
+    private func delay(after response: APIResponse, attempt: Int, strategy: RetryStrategy, keyed: Bool) -> Duration? {
+        let status = response.status.code
+        guard attempt < strategy.maxAttempts, strategy.statuses.contains(status) || (keyed && status == 409) else { return nil }
         if let header = response.headerFields[.retryAfter], let retryAfter = Self.parseRetryAfter(header, now: clock.now()) {
             return retryAfter <= strategy.maxRetryAfter ? retryAfter : nil
         }

@@ -177,12 +177,14 @@ final class URLSessionCall: Sendable {
     func received(_ response: URLResponse) -> URLSession.ResponseDisposition {
         let request = request
         let limit = limit
-        let (failure, download) = state.withLock { state -> (CatenaError?, HTTPURLResponse?) in
+        let (stopped, failure, download) = state.withLock { state -> (Bool, CatenaError?, HTTPURLResponse?) in
             // After a redirect that was not followed, corelibs hands over the 3xx here.
             state.phase = .running
-            guard !state.cancelled, state.continuation != nil else { return (nil, nil) }
+            // Already answered: Apple's URLSession honours `.cancel` (corelibs ignores it;
+            // the cancellation is on its way).
+            guard !state.cancelled, state.continuation != nil else { return (true, nil, nil) }
             guard let http = response as? HTTPURLResponse else {
-                return (CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response"), nil)
+                return (false, CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response"), nil)
             }
             state.response = http
             state.headAt = .now
@@ -194,10 +196,11 @@ final class URLSessionCall: Sendable {
             do throws(CatenaError) {
                 try Self.checkFraming(http, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
             } catch {
-                return (error, nil)
+                return (false, error, nil)
             }
-            return (nil, downloads ? http : nil)
+            return (false, nil, downloads ? http : nil)
         }
+        if stopped { return .cancel }
         if let failure {
             stop(failure)
             return .cancel

@@ -25,11 +25,13 @@ enum IdempotencyRoutes {
 
     /// Keys kept at most; the oldest go first (a real server expires them after a day).
     static let keptKeys = 10_000
+    /// Orders kept for counting at most; the oldest go first.
+    static let keptOrders = 100_000
 
     static func add(to router: Router<DemoRoutes.Context>) {
         let api = router.group("api")
         let keys = Locked<(entries: [String: Entry], order: [String])>(([:], []))
-        let orders = Locked<[String]>([])
+        let orders = Locked<(made: Int, items: [String])>((0, []))
 
         api.post("orders") { request, _ in
             guard let key = request.headers[.idempotencyKey], !key.isEmpty else {
@@ -64,21 +66,35 @@ enum IdempotencyRoutes {
             case .new:
                 break
             }
-            if work > 0 { try await Task.sleep(for: .seconds(work)) }
+            if work > 0 {
+                do {
+                    try await Task.sleep(for: .seconds(work))
+                } catch {
+                    // Nothing was made (the client left and the handler was cancelled):
+                    // the key is free again, rather than "in progress" forever.
+                    keys.withLock { _ = $0.entries.removeValue(forKey: key) }
+                    throw error
+                }
+            }
             let item = (try? JSONDecoder().decode([String: String].self, from: body))?["item"] ?? ""
             let id = orders.withLock { orders in
-                orders.append(item)
-                return orders.count
+                orders.made += 1
+                orders.items.append(item)
+                if orders.items.count > keptOrders { orders.items.removeFirst(orders.items.count - keptOrders) }
+                return orders.made
             }
             let answer = try DemoRoutes.jsonBuffer(["id": "\(id)", "item": item])
-            keys.withLock { $0.entries[key] = .done(body: body, answer: answer) }
+            // Stored unless the key was evicted meanwhile (it would come back outside the bound).
+            keys.withLock { keys in
+                if keys.entries[key] != nil { keys.entries[key] = .done(body: body, answer: answer) }
+            }
             if hold > 0 { try await Task.sleep(for: .seconds(hold)) }
             return Response(status: .created, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: answer))
         }
 
         api.get("orders/count") { request, _ in
             let item = request.uri.queryParameters.get("item") ?? ""
-            let count = orders.withLock { $0.filter { $0 == item }.count }
+            let count = orders.withLock { $0.items.filter { $0 == item }.count }
             return DemoRoutes.rawJSON(#"{"count":\#(count)}"#, status: .ok)
         }
     }

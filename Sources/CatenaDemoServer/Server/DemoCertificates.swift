@@ -23,27 +23,19 @@ public struct DemoCertificateAuthority: Sendable {
 
     /// A new root authority with a fresh P-256 key, valid from an hour ago for 30 days.
     public init(commonName: String = "Catena Demo CA") throws {
-        key = P256.Signing.PrivateKey()
-        name = try DistinguishedName { CommonName(commonName) }
-        let now = Date()
-        let certificate = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
-            notValidBefore: now - 3_600, notValidAfter: now + 30 * 86_400,
-            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 1))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-            },
-            issuerPrivateKey: .init(key))
-        (certificatePEM, certificateDER) = try Self.encode(certificate)
-        intermediatesDER = []
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName(commonName) }
+        let certificate = try Self.authorityCertificate(key: key, subject: name, issuer: name, issuerKey: key, maxPathLength: 1)
+        try self.init(key: key, name: name, certificate: certificate, parents: nil)
     }
 
-    private init(key: P256.Signing.PrivateKey, name: DistinguishedName, certificate: Certificate, parents: [Data]) throws {
+    /// `parents` nil for a root; otherwise the issuer's intermediates.
+    private init(key: P256.Signing.PrivateKey, name: DistinguishedName, certificate: Certificate, parents: [Data]?) throws {
         self.key = key
         self.name = name
-        (certificatePEM, certificateDER) = try Self.encode(certificate)
-        intermediatesDER = [certificateDER] + parents
+        let (pem, der) = try Self.encode(certificate)
+        (certificatePEM, certificateDER) = (pem, der)
+        intermediatesDER = parents.map { [der] + $0 } ?? []
     }
 
     /// An intermediate authority signed by this one: root → intermediate → leaf chains,
@@ -51,17 +43,25 @@ public struct DemoCertificateAuthority: Sendable {
     public func intermediate(commonName: String = "Catena Demo Intermediate CA") throws -> DemoCertificateAuthority {
         let intermediateKey = P256.Signing.PrivateKey()
         let subject = try DistinguishedName { CommonName(commonName) }
+        let certificate = try Self.authorityCertificate(key: intermediateKey, subject: subject, issuer: name, issuerKey: key, maxPathLength: 0)
+        return try DemoCertificateAuthority(key: intermediateKey, name: subject, certificate: certificate, parents: intermediatesDER)
+    }
+
+    /// A CA certificate for `key`, valid from an hour ago for 30 days.
+    private static func authorityCertificate(
+        key: P256.Signing.PrivateKey, subject: DistinguishedName, issuer: DistinguishedName, issuerKey: P256.Signing.PrivateKey,
+        maxPathLength: Int
+    ) throws -> Certificate {
         let now = Date()
-        let certificate = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
+        return try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
             notValidBefore: now - 3_600, notValidAfter: now + 30 * 86_400,
-            issuer: name, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+            issuer: issuer, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: maxPathLength))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
             },
-            issuerPrivateKey: .init(key))
-        return try DemoCertificateAuthority(key: intermediateKey, name: subject, certificate: certificate, parents: intermediatesDER)
+            issuerPrivateKey: .init(issuerKey))
     }
 
     /// A server certificate for `hosts` (names, or IPv4/IPv6 literals), signed by this

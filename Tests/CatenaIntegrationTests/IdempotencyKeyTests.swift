@@ -87,7 +87,7 @@ struct IdempotencyKeyTests {
     }
 
     @Test(
-        "a POST that times out while the server is still at work gets 409 on its retry, waits, and gets the order made once",
+        "a POST that times out while the server is still at work is retried (409s in between, or a fresh start when the server dropped the work) and the order exists once",
         arguments: TransportKind.allCases)
     func timeoutWhileInProgress(kind: TransportKind) async throws {
         let chain = try await kind.chain()
@@ -101,7 +101,10 @@ struct IdempotencyKeyTests {
         let response = try await (Retry(patient) --> chain).load(request)
         #expect(response.status == .created)
         #expect(try await count(item, on: chain) == 1)
-        #expect(events.withLock { $0 }.contains { if case .retrying(_, _, after: .status(409)) = $0 { true } else { false } }, "a 409 was retried")
+        // Whether the retry met the key in progress (409) depends on whether the server
+        // went on after the client left (a cancelled handler frees the key): under load
+        // in CI it did not. The first attempt's timeout was retried either way.
+        #expect(events.withLock { $0 }.contains { if case .retrying(attempt: 2, _, after: .error(.timedOut)) = $0 { true } else { false } })
     }
 
     @Test(
@@ -172,6 +175,26 @@ struct IdempotencyKeyRequestTests {
         #expect(try await chain.load(byHand).status == .serviceUnavailable, "a field set by hand does not opt in")
         #expect(mock.requests.last?.headerFields[.idempotencyKey] == "\"mine\"")
         #expect(mock.pendingHandlers == 0)
+    }
+
+    @Test("a keyed POST retries a 409 (its key still in progress) with backoff; an unkeyed one, or a keyed GET beyond its statuses, does not")
+    func conflictRetried() async throws {
+        let mock = MockTransport()
+        let chain = Retry(RetryStrategy(maxAttempts: 3, baseDelay: .zero, jitter: false)) --> mock
+        var keyed = try APIRequest(.post, urlString: "http://127.0.0.1/orders", body: .json(["item": "tea"]))
+        keyed[option: IdempotencyKey.self] = .generated
+        mock.respond(status: .conflict)
+        mock.respond(status: .created)
+        #expect(try await chain.load(keyed).status == .created)
+        #expect(mock.requests.count == 2)
+        let unkeyed = try APIRequest(.post, urlString: "http://127.0.0.1/orders", body: .json(["item": "tea"]))
+        mock.respond(status: .conflict)
+        #expect(try await chain.load(unkeyed).status == .conflict)
+        var get = try APIRequest(.get, urlString: "http://127.0.0.1/orders/1")
+        get[option: IdempotencyKey.self] = .generated
+        mock.respond(status: .conflict)
+        #expect(try await chain.load(get).status == .conflict, "409 is retried for keyed POST and PATCH only")
+        #expect(mock.requests.count == 4 && mock.pendingHandlers == 0)
     }
 
     @Test("the key follows a redirect to the same origin, never to another one, nor into a GET")

@@ -138,6 +138,9 @@ public struct Retry: HTTPMiddleware {
         func retries(after hop: APIRequest) -> Bool {
             idempotent || (keyed && hop.headerFields[.idempotencyKey] != nil)
         }
+        // A 409 means "still in progress" only after an attempt that may have left work
+        // behind (it timed out or lost its connection); before that, it is a conflict.
+        var mayBeInProgress = false
         var attempt = 1
         while true {
             var attemptRequest = request
@@ -147,7 +150,7 @@ public struct Retry: HTTPMiddleware {
             do {
                 let response = try await next.load(attemptRequest)
                 guard retries(after: response.request),
-                    let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent)
+                    let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent && mayBeInProgress)
                 else { return response }
                 delay = wait
                 reason = .status(response.status.code)
@@ -158,7 +161,9 @@ public struct Retry: HTTPMiddleware {
                     && (strategy.errorCodes.contains(code) || (code == .unacceptableStatus && error.response != nil))
                 guard retryable else { throw error }
                 if code == .unacceptableStatus, let response = error.response {
-                    guard let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent) else {
+                    guard
+                        let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent && mayBeInProgress)
+                    else {
                         throw error
                     }
                     delay = wait
@@ -167,6 +172,7 @@ public struct Retry: HTTPMiddleware {
                     guard attempt < strategy.maxAttempts else { throw error }
                     delay = backoff(beforeRetry: attempt, strategy: strategy)
                     reason = .error(code)
+                    if code == .timedOut || code == .connectionLost { mayBeInProgress = true }
                 }
             }
             request.report(.retrying(attempt: attempt + 1, delay: delay, after: reason))

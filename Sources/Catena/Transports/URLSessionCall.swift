@@ -182,7 +182,10 @@ final class URLSessionCall: Sendable {
             state.phase = .running
             // Already answered: Apple's URLSession honours `.cancel` (corelibs ignores it;
             // the cancellation is on its way).
-            guard !state.cancelled, state.continuation != nil else { return (true, nil, nil) }
+            // A stream already handed over has no continuation but is live (Apple sends a
+            // head per part of multipart/x-mixed-replace): it is allowed on.
+            guard !state.cancelled, state.continuation != nil || state.channel != nil else { return (true, nil, nil) }
+            guard state.continuation != nil else { return (false, nil, nil) }
             guard let http = response as? HTTPURLResponse else {
                 return (false, CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response"), nil)
             }

@@ -116,7 +116,7 @@ struct AuthTests {
             refreshes.add(1, ordering: .relaxed)
             // Long enough that every one of the 20 401s arrives while it runs, also on a
             // loaded machine (a 401 after a failed refresh rightly tries a new one).
-            try await Task.sleep(for: Timing.stretch(.seconds(1)))
+            try await Task.sleep(for: Timing.stretch(.seconds(3)))
             throw RefreshDenied()
         }
         let counter = Counter()

@@ -38,7 +38,7 @@ struct OperationsIntegrationTests {
         let operation = RequestOperation(loader: loader, request: try holdRequest(key, hold: Timing.stretch(10)))
         let start = ContinuousClock.now
         operation.enqueue(on: OperationQueue())
-        let seen = try await Timing.eventually(within: .seconds(2)) { try await inFlightStats(key).current == 1 }
+        let seen = try await Timing.eventually(within: .seconds(8)) { try await inFlightStats(key).current == 1 }
         #expect(seen, "the request reached the server")
         operation.cancel()
         let failure = await operation.result().failure

@@ -140,7 +140,7 @@ enum Timing {
     static func stretch(_ duration: Duration) -> Duration { duration * factor }
 
     /// Polls `condition` until it holds or `limit` (stretched) passes.
-    static func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    static func eventually(within limit: Duration = .seconds(15), _ condition: () async throws -> Bool) async rethrows -> Bool {
         let deadline = ContinuousClock.now + stretch(limit)
         while ContinuousClock.now < deadline {
             if try await condition() { return true }

@@ -79,7 +79,7 @@ final class UntilCancelled: ResultOperation<Int>, @unchecked Sendable {
 }
 
 /// Waits until `condition` holds, polling; false after `seconds`.
-func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventually(seconds: Double = 15, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }

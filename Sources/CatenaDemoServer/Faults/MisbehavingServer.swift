@@ -52,6 +52,9 @@ public final class MisbehavingServer: Sendable {
         /// A gzip body of 2 MiB that inflates to 2 GiB of zeros: deflate's densest
         /// ratio, about 1,000 to 1, as zlib makes it of a long run of one byte.
         case hugeGzipBomb = "gzip-bomb-2g"
+        /// A gzip body of 512 KiB that inflates to 512 MiB of zeros, made as
+        /// ``hugeGzipBomb`` is: a quarter of its cost, for tests that run beside others.
+        case largeGzipBomb = "gzip-bomb-512m"
         /// `Content-Encoding: br` whatever the request asked for (as httpbin's /brotli
         /// does), over bytes no client here decodes.
         case brotli
@@ -291,9 +294,9 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
             let coding = fault == .gzip ? "gzip" : "identity, gzip"
             write("HTTP/1.1 200 OK\r\nContent-Encoding: \(coding)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
             write(body)
-        case .gzipBomb, .hugeGzipBomb:
+        case .gzipBomb, .hugeGzipBomb, .largeGzipBomb:
             done = true
-            let body = fault == .gzipBomb ? Gzip.bomb : Gzip.hugeBomb
+            let body = fault == .gzipBomb ? Gzip.bomb : fault == .largeGzipBomb ? Gzip.largeBomb : Gzip.hugeBomb
             write("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n")
             write(body)
         case .brotli, .layeredCoding:
@@ -380,6 +383,9 @@ enum Gzip {
 
     /// 2 MiB that inflate to 2 GiB, made once.
     static let hugeBomb = denseZeroBomb(copies: (1 << 31) / 258)
+
+    /// 512 KiB that inflate to 512 MiB, made once.
+    static let largeBomb = denseZeroBomb(copies: (1 << 29) / 258)
 
     private static let header: [UInt8] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]
 

@@ -182,7 +182,7 @@ struct IdempotencyKeyRequestTests {
     }
 
     @Test(
-        "after a timeout, a keyed POST retries a 409 (its key still in progress) with backoff; a first 409, an unkeyed POST, a keyed GET do not"
+        "after a timeout or a 504, a keyed POST retries a 409 (its key still in progress); a first 409, one after a refusal or a 429, an unkeyed POST, a keyed GET do not"
     )
     func conflictRetried() async throws {
         let mock = MockTransport()
@@ -204,7 +204,21 @@ struct IdempotencyKeyRequestTests {
         get[option: IdempotencyKey.self] = .generated
         mock.respond(status: .conflict)
         #expect(try await chain.load(get).status == .conflict, "409 is retried for keyed POST and PATCH only")
-        #expect(mock.requests.count == 6 && mock.pendingHandlers == 0)
+        #expect(mock.requests.count == 6)
+        // A gateway's 504 while the origin works on, as after a timeout; a refused
+        // connection or a 429 reached no work, so a 409 after them is a conflict.
+        mock.respond(status: .gatewayTimeout)
+        mock.respond(status: .conflict)
+        mock.respond(status: .created)
+        #expect(try await chain.load(keyed).status == .created)
+        #expect(mock.requests.count == 9)
+        mock.fail(.cannotConnect)
+        mock.respond(status: .conflict)
+        #expect(try await chain.load(keyed).status == .conflict)
+        mock.respond(status: .tooManyRequests)
+        mock.respond(status: .conflict)
+        #expect(try await chain.load(keyed).status == .conflict)
+        #expect(mock.requests.count == 13 && mock.pendingHandlers == 0)
     }
 
     @Test("the key follows a redirect to the same origin, never to another one, nor into a GET")

@@ -224,25 +224,27 @@ struct TLSTests {
         defer { Task { try? await transport.shutdown() } }
         let chain = try TLSServers.chain(server, transport)
         _ = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))  // the connection is up
+        // Time for the calls to be sent, also on a loaded machine (after 100 ms none had
+        // been once, and all ten met the GOAWAY).
+        let sent = Timing.stretch(0.5)
         let calls = (0..<10).map { index in
             Task { () -> Result<Int, CatenaError> in
-                // Half finish within the server's 1 s grace period, half outlast it.
-                let delay = index.isMultiple(of: 2) ? "0.8" : "5"
+                // Half finish within the server's 1 s grace period after the shutdown,
+                // half outlast it (the shutdown comes after `sent`).
+                let delay = index.isMultiple(of: 2) ? sent + 0.5 : sent + 5
                 do throws(CatenaError) {
                     return .success(
                         try await chain.load(
                             try APIRequest(
                                 .get, path: ["api", "users", "2"],
-                                query: [URLQueryItem(name: "delay", value: delay)])
+                                query: [URLQueryItem(name: "delay", value: String(delay))])
                         ).status.code)
                 } catch {
                     return .failure(error)
                 }
             }
         }
-        // Time for the calls to be sent, also on a loaded machine (after 100 ms none had
-        // been once, and all ten met the GOAWAY).
-        try await Task.sleep(for: Timing.stretch(.milliseconds(500)))
+        try await Task.sleep(for: .seconds(sent))
         await server.stop()
         var outcomes: [String] = []
         for call in calls {

@@ -139,7 +139,9 @@ public struct Retry: HTTPMiddleware {
             idempotent || (keyed && hop.headerFields[.idempotencyKey] != nil)
         }
         // A 409 means "still in progress" only after an attempt that may have left work
-        // behind (it timed out or lost its connection); before that, it is a conflict.
+        // behind: one that reached the server and was retried (a timeout, a lost
+        // connection, a 502 or 504 from a gateway while the origin works on); before
+        // that, or after a refused connection or a 429, it is a conflict.
         var mayBeInProgress = false
         var attempt = 1
         while true {
@@ -154,6 +156,7 @@ public struct Retry: HTTPMiddleware {
                 else { return response }
                 delay = wait
                 reason = .status(response.status.code)
+                if response.status.code != 429 { mayBeInProgress = true }
             } catch {
                 let code = error.code
                 let retryable =
@@ -168,11 +171,12 @@ public struct Retry: HTTPMiddleware {
                     }
                     delay = wait
                     reason = .status(response.status.code)
+                    if response.status.code != 429 { mayBeInProgress = true }
                 } else {
                     guard attempt < strategy.maxAttempts else { throw error }
                     delay = backoff(beforeRetry: attempt, strategy: strategy)
                     reason = .error(code)
-                    if code == .timedOut || code == .connectionLost { mayBeInProgress = true }
+                    if code != .cannotConnect { mayBeInProgress = true }
                 }
             }
             request.report(.retrying(attempt: attempt + 1, delay: delay, after: reason))
@@ -186,8 +190,8 @@ public struct Retry: HTTPMiddleware {
     }
 
     /// The wait before retrying after `response`, or nil when it is not to be retried.
-    /// A keyed call also retries 409, the answer to a key still in progress (the first
-    /// attempt timed out while the server was at work).
+    /// A keyed call also retries 409, the answer to a key still in progress, once an
+    /// earlier attempt may have left the server at work (`keyed` says so).
     private func delay(after response: APIResponse, attempt: Int, strategy: RetryStrategy, keyed: Bool) -> Duration? {
         let status = response.status.code
         guard attempt < strategy.maxAttempts, strategy.statuses.contains(status) || (keyed && status == 409) else { return nil }

@@ -177,15 +177,18 @@ final class URLSessionCall: Sendable {
     func received(_ response: URLResponse) -> URLSession.ResponseDisposition {
         let request = request
         let limit = limit
-        let (stopped, failure, download) = state.withLock { state -> (Bool, CatenaError?, HTTPURLResponse?) in
+        // nil: a later head of a stream already handed over, allowed on and nothing more.
+        let decided = state.withLock { state -> (stopped: Bool, failure: CatenaError?, download: HTTPURLResponse?)? in
             // After a redirect that was not followed, corelibs hands over the 3xx here.
             state.phase = .running
             // Already answered: Apple's URLSession honours `.cancel` (corelibs ignores it;
             // the cancellation is on its way).
             // A stream already handed over has no continuation but is live (Apple sends a
             // head per part of multipart/x-mixed-replace): it is allowed on.
+            // Its head was reported and checked once; the parts' bodies go on into the
+            // same channel.
             guard !state.cancelled, state.continuation != nil || state.channel != nil else { return (true, nil, nil) }
-            guard state.continuation != nil else { return (false, nil, nil) }
+            guard state.continuation != nil else { return nil }
             guard let http = response as? HTTPURLResponse else {
                 return (false, CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response"), nil)
             }
@@ -203,6 +206,7 @@ final class URLSessionCall: Sendable {
             }
             return (false, nil, downloads ? http : nil)
         }
+        guard let (stopped, failure, download) = decided else { return .allow }
         if stopped { return .cancel }
         if let failure {
             stop(failure)

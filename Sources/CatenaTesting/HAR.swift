@@ -68,6 +68,8 @@ public struct HAR: Codable, Sendable, Equatable {
         /// "base64" when `text` is base64 (a Catena extension of the request side,
         /// which HAR 1.2 gives for responses only).
         public var _encoding: String?
+        /// Why `text` differs from the bytes sent: "redacted: …", or missing.
+        public var comment: String? = nil
     }
 
     public struct Content: Codable, Sendable, Equatable {
@@ -77,7 +79,8 @@ public struct HAR: Codable, Sendable, Equatable {
         public var text: String?
         /// "base64" when `text` is base64.
         public var encoding: String?
-        /// Why `text` is missing or short: "streamed", "truncated".
+        /// Why `text` is missing, short or not the bytes received: "streamed",
+        /// "over the recording limit…", "redacted: …".
         public var comment: String?
     }
 
@@ -133,4 +136,117 @@ public struct HAR: Codable, Sendable, Equatable {
 public struct HARError: Error, Sendable, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
+}
+
+// Decoding what browsers export: Chrome's and Firefox's developer tools leave out
+// fields HAR 1.2 calls required (cookies, headersSize, cache, a timing or two), write
+// -1 for sizes they do not know, and add fields of their own (`_initiator`, `pageref`,
+// `log.pages`). Only what an answer cannot do without is required: a request's method
+// and URL and a response's status; the rest falls back to HAR's "unknown" values.
+extension KeyedDecodingContainer {
+    fileprivate func value<T: Decodable>(_ key: Key, or fallback: @autoclosure () -> T) throws -> T {
+        try decodeIfPresent(T.self, forKey: key) ?? fallback()
+    }
+}
+
+extension HAR.Log {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.value(.version, or: "1.2")
+        creator = try c.value(.creator, or: HAR.Creator(name: "", version: ""))
+        entries = try c.decode([HAR.Entry].self, forKey: .entries)
+    }
+}
+
+extension HAR.Creator {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.value(.name, or: "")
+        version = try c.value(.version, or: "")
+    }
+}
+
+extension HAR.Entry {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        startedDateTime = try c.value(.startedDateTime, or: "")
+        time = try c.value(.time, or: -1)
+        request = try c.decode(HAR.Request.self, forKey: .request)
+        response = try c.decode(HAR.Response.self, forKey: .response)
+        cache = HAR.Cache()
+        timings = try c.value(.timings, or: HAR.Timings(blocked: -1, dns: -1, connect: -1, ssl: -1, send: -1, wait: -1, receive: -1))
+        _error = try c.decodeIfPresent(String.self, forKey: ._error)
+    }
+}
+
+extension HAR.Request {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        method = try c.decode(String.self, forKey: .method)
+        url = try c.decode(String.self, forKey: .url)
+        httpVersion = try c.value(.httpVersion, or: "")
+        cookies = try c.value(.cookies, or: [])
+        headers = try c.value(.headers, or: [])
+        queryString = try c.value(.queryString, or: [])
+        postData = try c.decodeIfPresent(HAR.PostData.self, forKey: .postData)
+        headersSize = try c.value(.headersSize, or: -1)
+        bodySize = try c.value(.bodySize, or: -1)
+    }
+}
+
+extension HAR.Response {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        status = try c.decode(Int.self, forKey: .status)
+        statusText = try c.value(.statusText, or: "")
+        httpVersion = try c.value(.httpVersion, or: "")
+        cookies = try c.value(.cookies, or: [])
+        headers = try c.value(.headers, or: [])
+        content = try c.value(.content, or: HAR.Content(size: -1, mimeType: "", text: nil, encoding: nil, comment: nil))
+        redirectURL = try c.value(.redirectURL, or: "")
+        headersSize = try c.value(.headersSize, or: -1)
+        bodySize = try c.value(.bodySize, or: -1)
+    }
+}
+
+extension HAR.NameValue {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        value = try c.value(.value, or: "")
+    }
+}
+
+extension HAR.PostData {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        mimeType = try c.value(.mimeType, or: "")
+        text = try c.value(.text, or: "")
+        _encoding = try c.decodeIfPresent(String.self, forKey: ._encoding)
+        comment = try c.decodeIfPresent(String.self, forKey: .comment)
+    }
+}
+
+extension HAR.Content {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        size = try c.value(.size, or: -1)
+        mimeType = try c.value(.mimeType, or: "")
+        text = try c.decodeIfPresent(String.self, forKey: .text)
+        encoding = try c.decodeIfPresent(String.self, forKey: .encoding)
+        comment = try c.decodeIfPresent(String.self, forKey: .comment)
+    }
+}
+
+extension HAR.Timings {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        blocked = try c.value(.blocked, or: -1)
+        dns = try c.value(.dns, or: -1)
+        connect = try c.value(.connect, or: -1)
+        ssl = try c.value(.ssl, or: -1)
+        send = try c.value(.send, or: -1)
+        wait = try c.value(.wait, or: -1)
+        receive = try c.value(.receive, or: -1)
+    }
 }

@@ -16,8 +16,12 @@ import HTTPTypes
 /// request's `Redaction` says (never less than the default): secret header values,
 /// secret query values in the URL and the query list, and, in form and JSON bodies
 /// (request and response), the values of fields with the same secret names
-/// (`password`, `access_token`, …) and, in JSON, of keys named like a secret header. A body over `maximumBodyBytes`, a streamed request
-/// body and a streamed response body are not recorded, only their size where known.
+/// (`password`, `access_token`, …) and, in JSON, of keys named like a secret header.
+/// Bodies keep the bytes that crossed the wire: one with nothing to redact is recorded
+/// as received (a pretty-printed JSON body is not re-serialised), one with a secret is
+/// redacted in place, every other byte kept, and its `comment` says so. A body over
+/// `maximumBodyBytes`, a streamed request body and a streamed response body are not
+/// recorded, only their size where known.
 /// At most `maximumEntries` are kept; later ones are counted in ``droppedEntries``.
 public final class HARRecorder: HTTPMiddleware {
     private let entries = Locked<(kept: [HAR.Entry], dropped: Int)>(([], 0))
@@ -92,8 +96,10 @@ public final class HARRecorder: HTTPMiddleware {
         var redactor = HARBodyRedactor(redaction: redaction, limit: maximumBodyBytes)
         redactor.learnSecrets(of: request, body: sentBody, contentType: requestType)
         let postData = sentBody.map { data in
-            let (text, encoding) = redactor.text(of: data, contentType: requestType)
-            return HAR.PostData(mimeType: requestType, text: text ?? "", _encoding: encoding)
+            let (text, encoding, redacted) = redactor.text(of: data, contentType: requestType)
+            return HAR.PostData(
+                mimeType: requestType, text: text ?? "", _encoding: encoding,
+                comment: redacted ? HARBodyRedactor.redactedComment : text == nil ? "over the recording limit, or not redactable" : nil)
         }
         let harRequest = HAR.Request(
             method: request.method.rawValue, url: request.redactedURLString, httpVersion: "unknown", cookies: [],
@@ -106,10 +112,11 @@ public final class HARRecorder: HTTPMiddleware {
         let responseType = response?.headerFields[.contentType] ?? "application/octet-stream"
         var content = HAR.Content(size: body?.count ?? -1, mimeType: responseType, text: nil, encoding: nil, comment: comment)
         if let body, !body.isEmpty {
-            let (text, encoding) = redactor.text(of: body, contentType: responseType)
+            let (text, encoding, redacted) = redactor.text(of: body, contentType: responseType)
             content.text = text
             content.encoding = encoding
             if text == nil { content.comment = "over the recording limit of \(maximumBodyBytes) bytes, or not redactable" }
+            if redacted { content.comment = HARBodyRedactor.redactedComment }
         }
         let harResponse = HAR.Response(
             status: response?.status.code ?? 0, statusText: response?.status.reasonPhrase ?? "", httpVersion: "unknown",
@@ -225,11 +232,17 @@ struct HARBodyRedactor {
         secretValues.reduce(text) { $0.replacingOccurrences(of: $1, with: Redaction.placeholder) }
     }
 
-    func text(of data: Data, contentType: String) -> (text: String?, encoding: String?) {
+    /// The body as HAR text, and whether anything in it was redacted (every other byte
+    /// is as received).
+    func text(of data: Data, contentType: String) -> (text: String?, encoding: String?, redacted: Bool) {
         let (text, encoding) = plainText(of: data, contentType: contentType)
-        guard let text, encoding == nil else { return (text, encoding) }
-        return (scrub(text), nil)
+        guard let text, encoding == nil else { return (text, encoding, false) }
+        let scrubbed = scrub(text)
+        return (scrubbed, nil, !scrubbed.utf8.elementsEqual(data))
     }
+
+    /// The comment on a body whose secrets were replaced.
+    static let redactedComment = "redacted: secret values replaced with \(Redaction.placeholder); every other byte as sent"
 
     private func plainText(of data: Data, contentType: String) -> (text: String?, encoding: String?) {
         guard data.count <= limit else { return (nil, nil) }
@@ -239,11 +252,17 @@ struct HARBodyRedactor {
             return (redactForm(text), nil)
         }
         if type.contains("json") {
-            guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
-                let redacted = redactJSON(object, depth: 0),
-                let encoded = try? JSONSerialization.data(withJSONObject: redacted, options: [.sortedKeys, .fragmentsAllowed])
+            // Redacted in place: every byte but the secret values' as received.
+            guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil,
+                let spans = JSONSecretSpans.find(
+                    in: Array(data),
+                    isSecret: { name in
+                        redaction.isSecretQueryItem(name) || secretHeaderKeys.contains(name.lowercased())
+                    }),
+                let text = String(
+                    bytes: JSONSecretSpans.replacing(spans, in: Array(data), with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
             else { return (nil, nil) }
-            return (String(decoding: encoded, as: UTF8.self), nil)
+            return (text, nil)
         }
         if let text = String(data: data, encoding: .utf8) { return (text, nil) }
         return (data.base64EncodedString(), "base64")
@@ -255,31 +274,5 @@ struct HARBodyRedactor {
             let name = pair[..<equals].replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(pair[..<equals])
             return redaction.isSecretQueryItem(name) ? pair[...equals] + Redaction.placeholder : String(pair)
         }.joined(separator: "&")
-    }
-
-    /// Nil past 64 levels: a document that deep is not walked (nor recorded).
-    private func redactJSON(_ value: Any, depth: Int) -> Any? {
-        guard depth < 64 else { return nil }
-        if let object = value as? [String: Any] {
-            var result: [String: Any] = [:]
-            for (key, member) in object {
-                if redaction.isSecretQueryItem(key) || secretHeaderKeys.contains(key.lowercased()) {
-                    result[key] = Redaction.placeholder
-                } else {
-                    guard let redacted = redactJSON(member, depth: depth + 1) else { return nil }
-                    result[key] = redacted
-                }
-            }
-            return result
-        }
-        if let array = value as? [Any] {
-            var result: [Any] = []
-            for member in array {
-                guard let redacted = redactJSON(member, depth: depth + 1) else { return nil }
-                result.append(redacted)
-            }
-            return result
-        }
-        return value
     }
 }

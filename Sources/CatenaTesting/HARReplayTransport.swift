@@ -5,21 +5,27 @@ import HTTPTypes
 /// A transport that answers from a HAR archive instead of the network: for tests that
 /// replay a session recorded once with ``HARRecorder`` (or exported from a browser).
 ///
-/// A request is answered by the entries with its method and URL (compared as the
-/// recorder wrote it, secret query values redacted), in the order they were recorded;
-/// when they are used up, the last one answers again. A request with no entry fails
-/// with `CatenaError/Code/invalidRequest` naming the method and (redacted) URL, and
-/// an entry recorded as a failure fails again with its code. Bodies come back as
-/// recorded, so redacted values stay redacted.
+/// A request is answered by the entries with its method and URL, in the order they were
+/// recorded; when they are used up, the last one answers again. URLs are compared with
+/// secret query values redacted, as the recorder writes them, so a file recorded by
+/// Catena and one exported from a browser (where the values are as sent) both match.
+/// A request with no entry fails with `CatenaError/Code/invalidRequest` naming the
+/// method and (redacted) URL, and an entry recorded as a failure fails again with its
+/// code. Bodies come back as recorded, so redacted values stay redacted; since a
+/// recorded body is the decoded one, the recorded `Content-Encoding`, `Content-Length`
+/// and `Transfer-Encoding` are not replayed.
+///
+/// Files saved by Chrome's and Firefox's developer tools load as they are: missing
+/// optional fields, sizes of -1, extra fields and several pages (see ``HAR``).
 public final class HARReplayTransport: HTTPLoader {
     private struct Key: Hashable { let method: String, url: String }
-    private let answers: [Key: [HAR.Entry]]
+    private let entries: [(method: String, url: String, entry: HAR.Entry)]
     private let served = Locked<[Key: Int]>([:])
     private let requests = Locked<[APIRequest]>([])
 
     /// A transport answering from `har`'s entries.
     public init(_ har: HAR) {
-        answers = Dictionary(grouping: har.log.entries) { Key(method: $0.request.method.uppercased(), url: $0.request.url) }
+        entries = har.log.entries.map { ($0.request.method.uppercased(), $0.request.url, $0) }
     }
 
     /// A transport answering from the HAR file at `url`.
@@ -36,10 +42,14 @@ public final class HARReplayTransport: HTTPLoader {
         requests.withLock { $0.append(request) }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let key = Key(method: request.method.rawValue, url: request.redactedURLString)
-        guard let entries = answers[key], !entries.isEmpty else {
+        let redaction = Redaction.effective(for: request)
+        let entries = self.entries.filter { candidate in
+            candidate.method == key.method && (candidate.url == key.url || redaction.redact(urlString: candidate.url) == key.url)
+        }.map(\.entry)
+        guard !entries.isEmpty else {
             throw CatenaError(
                 .invalidRequest, request: request,
-                detail: "the HAR archive has no answer for \(key.method) \(key.url) (\(answers.count) distinct requests recorded)")
+                detail: "the HAR archive has no answer for \(key.method) \(key.url) (\(self.entries.count) entries recorded)")
         }
         let index = served.withLock { served in
             let next = served[key, default: 0]
@@ -57,7 +67,8 @@ public final class HARReplayTransport: HTTPLoader {
         }
         var fields = HTTPFields()
         for header in entry.response.headers {
-            guard let name = HTTPField.Name(header.name) else { continue }
+            // Pseudo-header names (":status", as some exporters keep them) do not parse.
+            guard let name = HTTPField.Name(header.name), ![.contentEncoding, .contentLength, .transferEncoding].contains(name) else { continue }
             fields.append(HTTPField(name: name, value: header.value))
         }
         let body: Data
@@ -75,7 +86,6 @@ public final class HARReplayTransport: HTTPLoader {
             headerFields: fields, body: body, request: request)
         if let code = entry._error {
             // A failure that came with a response (an unacceptable status, say).
-            response.headerFields[.contentLength] = nil
             throw CatenaError(
                 CatenaError.Code(rawValue: code), request: request, response: response,
                 detail: "replayed from the HAR archive")

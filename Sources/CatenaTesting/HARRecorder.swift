@@ -258,7 +258,8 @@ struct HARBodyRedactor {
                     in: Array(data),
                     isSecret: { name in
                         redaction.isSecretQueryItem(name) || secretHeaderKeys.contains(name.lowercased())
-                    }),
+                    },
+                    isSecretText: { text in secretValues.contains { text.contains($0) } }),
                 let text = String(
                     bytes: JSONSecretSpans.replacing(spans, in: Array(data), with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
             else { return (nil, nil) }

@@ -6,9 +6,10 @@ import HTTPTypes
 /// replay a session recorded once with ``HARRecorder`` (or exported from a browser).
 ///
 /// A request is answered by the entries with its method and URL, in the order they were
-/// recorded; when they are used up, the last one answers again. URLs are compared with
-/// secret query values redacted, as the recorder writes them, so a file recorded by
-/// Catena and one exported from a browser (where the values are as sent) both match.
+/// recorded; when they are used up, the last one answers again. Entries with the URL as
+/// sent come first; without one, URLs are compared with secret query values redacted,
+/// as the recorder writes them, so a file recorded by Catena and one exported from a
+/// browser (where the values are as sent) both match.
 /// A request with no entry fails with `CatenaError/Code/invalidRequest` naming the
 /// method and (redacted) URL, and an entry recorded as a failure fails again with its
 /// code. Bodies come back as recorded, so redacted values stay redacted; since a
@@ -41,15 +42,25 @@ public final class HARReplayTransport: HTTPLoader {
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         requests.withLock { $0.append(request) }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
-        let key = Key(method: request.method.rawValue, url: request.redactedURLString)
-        let redaction = Redaction.effective(for: request)
-        let entries = self.entries.filter { candidate in
-            candidate.method == key.method && (candidate.url == key.url || redaction.redact(urlString: candidate.url) == key.url)
-        }.map(\.entry)
+        // The URL as sent first (a browser's file keeps `?code=FR` and `?code=US` apart,
+        // though `code` is a secret name); then compared with secret values redacted, as
+        // Catena records them.
+        let method = request.method.rawValue
+        let exact = request.assembleURL(redacting: nil)
+        var key = Key(method: method, url: exact)
+        var entries = self.entries.filter { $0.method == method && $0.url == exact }.map(\.entry)
+        let redacted = request.redactedURLString
+        if entries.isEmpty {
+            let redaction = Redaction.effective(for: request)
+            key = Key(method: method, url: "redacted " + redacted)
+            entries = self.entries.filter { candidate in
+                candidate.method == method && (candidate.url == redacted || redaction.redact(urlString: candidate.url) == redacted)
+            }.map(\.entry)
+        }
         guard !entries.isEmpty else {
             throw CatenaError(
                 .invalidRequest, request: request,
-                detail: "the HAR archive has no answer for \(key.method) \(key.url) (\(self.entries.count) entries recorded)")
+                detail: "the HAR archive has no answer for \(method) \(redacted) (\(self.entries.count) entries recorded)")
         }
         let index = served.withLock { served in
             let next = served[key, default: 0]

@@ -11,13 +11,19 @@ import Foundation
 struct JSONSecretSpans {
     private let bytes: [UInt8]
     private let isSecret: (String) -> Bool
+    private let isSecretText: (String) -> Bool
     private var index = 0
     private var spans: [Range<Int>] = []
 
     /// The ranges of secret values in `bytes`, in order and not overlapping (a secret
     /// inside a secret is covered by the outer one); nil when the text is not read.
-    static func find(in bytes: [UInt8], isSecret: @escaping (String) -> Bool) -> [Range<Int>]? {
-        var scanner = JSONSecretSpans(bytes: bytes, isSecret: isSecret)
+    /// `isSecret` judges member names; `isSecretText` the decoded text of every string
+    /// written with escapes (a server's encoder may write a secret it echoes as
+    /// `p\u0026ss`, which a search of the raw text for `p&ss` misses).
+    static func find(
+        in bytes: [UInt8], isSecret: @escaping (String) -> Bool, isSecretText: @escaping (String) -> Bool = { _ in false }
+    ) -> [Range<Int>]? {
+        var scanner = JSONSecretSpans(bytes: bytes, isSecret: isSecret, isSecretText: isSecretText)
         guard scanner.value(depth: 0) else { return nil }
         scanner.skipWhitespace()
         guard scanner.index == bytes.count else { return nil }
@@ -41,9 +47,10 @@ struct JSONSecretSpans {
         return result + bytes[start...]
     }
 
-    private init(bytes: [UInt8], isSecret: @escaping (String) -> Bool) {
+    private init(bytes: [UInt8], isSecret: @escaping (String) -> Bool, isSecretText: @escaping (String) -> Bool) {
         self.bytes = bytes
         self.isSecret = isSecret
+        self.isSecretText = isSecretText
     }
 
     private mutating func skipWhitespace() {
@@ -76,7 +83,7 @@ struct JSONSecretSpans {
                 skipWhitespace()
                 let start = index
                 guard value(depth: depth + 1) else { return false }
-                if isSecret(decodedName(name)) { spans.append(start..<index) }
+                if isSecret(decoded(name)) { spans.append(start..<index) }
                 skipWhitespace()
                 guard index < bytes.count else { return false }
                 if bytes[index] == UInt8(ascii: ",") {
@@ -109,7 +116,9 @@ struct JSONSecretSpans {
                 }
             }
         case UInt8(ascii: "\""):
-            return string() != nil
+            guard let range = string() else { return false }
+            if bytes[range].contains(UInt8(ascii: "\\")), isSecretText(decoded(range)) { spans.append(range) }
+            return true
         default:
             // A number, true, false or null: up to the next delimiter.
             let start = index
@@ -142,9 +151,9 @@ struct JSONSecretSpans {
         return nil
     }
 
-    /// A member name as its reader sees it: escapes decoded ("pass\u0077ord" is
-    /// "password", by Foundation's reader); as written when it does not decode.
-    private func decodedName(_ range: Range<Int>) -> String {
+    /// A string as its reader sees it: escapes decoded ("pass\u0077ord" is "password",
+    /// by Foundation's reader); as written when it does not decode.
+    private func decoded(_ range: Range<Int>) -> String {
         let inner = bytes[(range.lowerBound + 1)..<(range.upperBound - 1)]
         guard inner.contains(UInt8(ascii: "\\")) else { return String(decoding: inner, as: UTF8.self) }
         let decoded = try? JSONSerialization.jsonObject(with: Data(bytes[range]), options: [.fragmentsAllowed])

@@ -241,7 +241,7 @@ public struct APIRequest: Sendable {
 
     /// The URL as text. With a redaction, the values of secret query items are hidden;
     /// parts that are missing are left out, so this also works for relative requests.
-    func assembleURL(redacting redaction: Redaction?) -> String {
+    package func assembleURL(redacting redaction: Redaction?) -> String {
         var url = ""
         if let host {
             url += (scheme ?? "?") + "://"

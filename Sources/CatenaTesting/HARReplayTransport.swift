@@ -92,7 +92,7 @@ public final class HARReplayTransport: HTTPLoader {
             body = decoded
         case (let text?, _): body = Data(text.utf8)
         }
-        var response = APIResponse(
+        let response = APIResponse(
             status: HTTPResponse.Status(code: entry.response.status, reasonPhrase: entry.response.statusText),
             headerFields: fields, body: body, request: request)
         if let code = entry._error {

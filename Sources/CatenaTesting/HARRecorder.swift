@@ -253,15 +253,16 @@ struct HARBodyRedactor {
         }
         if type.contains("json") {
             // Redacted in place: every byte but the secret values' as received.
+            let bytes = Array(data)
             guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil,
                 let spans = JSONSecretSpans.find(
-                    in: Array(data),
+                    in: bytes,
                     isSecret: { name in
                         redaction.isSecretQueryItem(name) || secretHeaderKeys.contains(name.lowercased())
                     },
                     isSecretText: { text in secretValues.contains { text.contains($0) } }),
                 let text = String(
-                    bytes: JSONSecretSpans.replacing(spans, in: Array(data), with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
+                    bytes: JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
             else { return (nil, nil) }
             return (text, nil)
         }

@@ -26,9 +26,10 @@ extension HTTPField.Name {
 /// GET. Retry sends the call again only while the hop that failed carried the key (not
 /// after a redirect to another origin), and also after a 409, the answer to a key still
 /// in progress, once an earlier attempt may have left the server at work (it timed out,
-/// lost its connection or got a 5xx; a 409 to the first attempt is a conflict). Only the option opts in: an `Idempotency-Key` field set by hand is sent
-/// as it is, and the request is retried as its method says (a server that ignores the
-/// header would apply a retried POST twice).
+/// lost its connection or got a 5xx; a 409 to the first attempt is a conflict). Only the
+/// option opts in: an `Idempotency-Key` field set by hand is sent as it is, and the
+/// request is retried as its method says (a server that ignores the header would apply
+/// a retried POST twice).
 public enum IdempotencyKey: RequestOption, Sendable, Equatable {
     /// No key: POST and PATCH are never retried. The default.
     case none

@@ -19,7 +19,7 @@ extension APIRequest {
     /// file name (`--data-binary @NAME` would upload the file NAME); other bytes go
     /// through `base64 -d` and standard input, so the command sends exactly the bytes the
     /// transport would. A streamed or file body is not read: a comment names it. A form
-    /// body's secret members are redacted like query items. No value reaches curl in a
+    /// or JSON body's secret members are redacted like query items. No value reaches curl in a
     /// form it interprets: a URL with `[`, `]`, `{` or `}` gets `--globoff`, one that is
     /// not http or https (a relative `-K/tmp/x` would be read as an option) is passed
     /// with `--url` and `--proto =http,https`, an empty header value is written `Name;`
@@ -59,8 +59,11 @@ extension APIRequest {
             break
         case .bytes(let data):
             if var text = String(data: data, encoding: .utf8), !text.unicodeScalars.contains(where: { $0.value == 0 }) {
-                if let redaction, fields[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true {
+                let type = fields[.contentType]?.lowercased() ?? ""
+                if let redaction, type.hasPrefix("application/x-www-form-urlencoded") {
                     text = redaction.redact(query: Substring(text))
+                } else if let redaction, type.contains("json") {
+                    text = Self.redactingJSON(text, redaction)
                 }
                 lines.append("--data-raw " + Self.shellQuoted(text))
             } else {
@@ -71,6 +74,21 @@ extension APIRequest {
             prefix = "# body (\(kind.replacingOccurrences(of: "\n", with: " "))) not shown\n"
         }
         return prefix + lines.joined(separator: " \\\n  ")
+    }
+
+    /// `text` with the values of its secret members (named like a secret query item or
+    /// header: `password`, `refresh_token`, `authorization`, …) replaced, every other
+    /// byte kept. Text the scanner cannot read whole is not shown at all: a cut or
+    /// malformed document could hide a secret where the scanner stopped looking.
+    static func redactingJSON(_ text: String, _ redaction: Redaction) -> String {
+        let bytes = Array(text.utf8)
+        let headerKeys = Set(redaction.headerNames.map { $0.canonicalName })
+        guard
+            let spans = JSONSecretSpans.find(
+                in: bytes, isSecret: { redaction.isSecretQueryItem($0) || headerKeys.contains($0.lowercased()) })
+        else { return "<a JSON body that could not be read for secrets, not shown>" }
+        guard !spans.isEmpty else { return text }
+        return String(decoding: JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8)), as: UTF8.self)
     }
 
     /// `text` in single quotes for a POSIX shell: nothing inside is interpreted, and a

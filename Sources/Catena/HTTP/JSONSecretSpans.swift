@@ -8,7 +8,7 @@ import Foundation
 /// the text. The text must be JSON Foundation has already accepted; the scanner checks
 /// its structure again as it goes and fails (nil) rather than guess, also past 64
 /// levels of nesting or on text that is not ASCII-compatible (UTF-16 JSON).
-struct JSONSecretSpans {
+package struct JSONSecretSpans {
     private let bytes: [UInt8]
     private let isSecret: (String) -> Bool
     private let isSecretText: (String) -> Bool
@@ -20,7 +20,7 @@ struct JSONSecretSpans {
     /// `isSecret` judges member names; `isSecretText` the decoded text of every string
     /// written with escapes (a server's encoder may write a secret it echoes as
     /// `p\u0026ss`, which a search of the raw text for `p&ss` misses).
-    static func find(
+    package static func find(
         in bytes: [UInt8], isSecret: @escaping (String) -> Bool, isSecretText: @escaping (String) -> Bool = { _ in false }
     ) -> [Range<Int>]? {
         var scanner = JSONSecretSpans(bytes: bytes, isSecret: isSecret, isSecretText: isSecretText)
@@ -35,7 +35,7 @@ struct JSONSecretSpans {
     }
 
     /// `bytes` with each of `spans` replaced by `replacement`.
-    static func replacing(_ spans: [Range<Int>], in bytes: [UInt8], with replacement: [UInt8]) -> [UInt8] {
+    package static func replacing(_ spans: [Range<Int>], in bytes: [UInt8], with replacement: [UInt8]) -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(bytes.count)
         var start = 0

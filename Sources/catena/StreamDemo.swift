@@ -9,8 +9,8 @@ struct StreamDemo: AsyncParsableCommand {
         commandName: "stream",
         abstract: "Server-sent events: print model-like tokens as they arrive, reconnecting with Last-Event-ID when the server cuts the stream.",
         discussion: """
-            Not from a seed: the streaming users of every peer ask for. The tokens go through the same \
-            chain as every other call; shows the time to the first token and each reconnection.
+            An event stream, as a chat completion API sends one: the tokens go through the same chain \
+            as every other call; shows the time to the first token and each reconnection.
             """
     )
 

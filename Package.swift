@@ -145,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "catena",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "CatenaTesting", "ReqresAPI", "FlickrAPI",
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

@@ -39,6 +39,18 @@ let replayed = try await replay.load(try APIRequest(.get, path: ["api", "users",
 print(replayed.status)  // 200 OK, from the file; a request it has no answer for fails, naming it
 // snippet.end
 
+// snippet.fixture
+// In a test: a fixture recorded once from the real API with
+//   catena get https://api.example.com/api/users/2 --bearer "$TOKEN" --har Tests/Fixtures/users.har
+// (the token comes out <redacted>), replayed offline through the chain the app uses.
+func fetchUser(_ id: Int, replaying fixture: URL) async throws -> APIResponse {
+    let chain = ApplyEnvironment(environment) --> Retry() --> (try HARReplayTransport(contentsOf: fixture))
+    return try await chain.load(try APIRequest(.get, path: ["api", "users", String(id)])).validateStatus()
+}
+let fixtureUser = try await fetchUser(2, replaying: file)
+print(fixtureUser.status, fixtureUser.body.count)  // 200 OK, and the recorded body byte for byte
+// snippet.end
+
 // snippet.hide
 try? FileManager.default.removeItem(at: file)
 await server.stop()

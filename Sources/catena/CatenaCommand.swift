@@ -10,8 +10,8 @@ import Logging
 struct CatenaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "catena",
-        abstract: "Runs the Catena demos against an embedded demo API server, or serves it.",
-        subcommands: [Demo.self, Serve.self]
+        abstract: "Calls any API through a Catena chain, runs the demos against an embedded demo API server, or serves it.",
+        subcommands: [Demo.self, Serve.self, RequestCommand.self, GetCommand.self, PostCommand.self]
     )
 }
 

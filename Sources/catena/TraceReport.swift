@@ -23,16 +23,20 @@ struct TraceReport {
         }
     }
 
-    func print() {
+    /// Where the report goes: standard output for the demos, standard error for
+    /// `catena request`, whose standard output is the body.
+    enum Destination { case standardOutput, standardError }
+
+    func print(to destination: Destination = .standardOutput) {
         let spans = tracer.finishedSpans.sorted { $0.startInstant.nanosecondsSinceEpoch < $1.startInstant.nanosecondsSinceEpoch }
         let ids = Set(spans.map(\.spanID))
-        Swift.print()
-        Swift.print("Spans (in-memory tracer; each call one client span, what happened inside as events)")
+        emit("", destination)
+        emit("Spans (in-memory tracer; each call one client span, what happened inside as events)", destination)
         for root in spans where root.parentSpanID.map({ !ids.contains($0) }) ?? true {
-            printSpan(root, in: spans, prefix: "", childPrefix: "")
+            printSpan(root, in: spans, prefix: "", childPrefix: "", destination)
         }
-        Swift.print()
-        Swift.print("Metrics (in-memory backend)")
+        emit("", destination)
+        emit("Metrics (in-memory backend)", destination)
         var rows: [(String, String, String)] = []
         for timer in metrics.timers.sorted(by: { $0.label + "\($0.dimensions)" < $1.label + "\($1.dimensions)" }) {
             let values = timer.values
@@ -46,25 +50,34 @@ struct TraceReport {
             rows.append((meter.label, Self.dimensions(meter.dimensions), "now \(Int(meter.lastValue ?? 0)), peak \(Int(meter.values.max() ?? 0))"))
         }
         let labelWidth = rows.map(\.0.count).max() ?? 0, dimensionWidth = rows.map(\.1.count).max() ?? 0
-        for row in rows { Swift.print("  \(row.0.padding(labelWidth))  \(row.1.padding(dimensionWidth))  \(row.2)") }
+        for row in rows { emit("  \(row.0.padding(labelWidth))  \(row.1.padding(dimensionWidth))  \(row.2)", destination) }
     }
 
-    private func printSpan(_ span: FinishedInMemorySpan, in spans: [FinishedInMemorySpan], prefix: String, childPrefix: String) {
+    private func printSpan(
+        _ span: FinishedInMemorySpan, in spans: [FinishedInMemorySpan], prefix: String, childPrefix: String, _ destination: Destination
+    ) {
         let nanoseconds = span.endInstant.nanosecondsSinceEpoch - span.startInstant.nanosecondsSinceEpoch
         var line = "\(prefix)\(span.operationName)"
         for name in ["http.response.status_code", "url.full"] {
             if let value = span.attributes.get(name) { line += " \(Self.text(value))" }
         }
         if let error = span.attributes.get("error.type") { line += " error.type=\(Self.text(error))" }
-        Swift.print("  \(line)  \(Terminal.milliseconds(.nanoseconds(Int64(nanoseconds))))")
+        emit("  \(line)  \(Terminal.milliseconds(.nanoseconds(Int64(nanoseconds))))", destination)
         let children = spans.filter { $0.parentSpanID == span.spanID }
         for event in span.events {
             let attributes = Self.attributes(event.attributes)
-            Swift.print("  \(childPrefix)\(children.isEmpty ? "  " : "│ ")· \(event.name)\(attributes.isEmpty ? "" : " \(attributes)")")
+            emit("  \(childPrefix)\(children.isEmpty ? "  " : "│ ")· \(event.name)\(attributes.isEmpty ? "" : " \(attributes)")", destination)
         }
         for (index, child) in children.enumerated() {
             let last = index == children.count - 1
-            printSpan(child, in: spans, prefix: childPrefix + (last ? "└─ " : "├─ "), childPrefix: childPrefix + (last ? "   " : "│  "))
+            printSpan(child, in: spans, prefix: childPrefix + (last ? "└─ " : "├─ "), childPrefix: childPrefix + (last ? "   " : "│  "), destination)
+        }
+    }
+
+    private func emit(_ line: String, _ destination: Destination) {
+        switch destination {
+        case .standardOutput: Swift.print(line)
+        case .standardError: FileHandle.standardError.write(Data((line + "\n").utf8))
         }
     }
 

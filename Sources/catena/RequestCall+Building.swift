@@ -1,0 +1,164 @@
+import Catena
+import CatenaAsyncHTTPClient
+import Foundation
+import HTTPTypes
+
+extension RequestCall {
+    /// Header names a person passes with -H that carry no secret; every other name given
+    /// with -H is treated as one (it is usually a key) and redacted in what is printed.
+    static let plainHeaderNames: Set<String> = [
+        "accept", "accept-language", "cache-control", "content-type", "if-match", "if-modified-since", "if-none-match",
+        "prefer", "user-agent",
+    ]
+
+    /// The request the options describe: method, URL, query items, header fields,
+    /// credentials, body, timeout, redirects and what to redact.
+    func makeRequest(method: String, url: String) throws -> APIRequest {
+        guard let method = HTTPRequest.Method(method.uppercased()) else {
+            throw CommandFailure("\"\(method)\" is not an HTTP method")
+        }
+        var request = try APIRequest(method, urlString: url)
+        var secretHeaders: [HTTPField.Name] = []
+        var items: [URLQueryItem] = []
+        for item in queryItems {
+            guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                throw CommandFailure("--query \"\(item)\" is not name=value")
+            }
+            items.append(URLQueryItem(name: String(item[..<equals]), value: String(item[item.index(after: equals)...])))
+        }
+        request.appendQueryItems(items)
+        for header in headers {
+            let field = try Self.field(header, option: "-H")
+            if !Self.plainHeaderNames.contains(field.name.canonicalName) { secretHeaders.append(field.name) }
+            request.headerFields.append(field)
+        }
+        if let bearer {
+            guard !bearer.isEmpty, !bearer.contains(where: \.isNewline) else { throw CommandFailure("--bearer needs a token on one line") }
+            request.headerFields[.authorization] = "Bearer \(bearer)"
+        }
+        if let basic {
+            let credentials = try Self.basicCredentials(basic)
+            request.headerFields[.authorization] = credentials.headerValue
+        }
+        if let apiKey {
+            guard let name = HTTPField.Name(apiKeyHeader) else { throw CommandFailure("--api-key-header \"\(apiKeyHeader)\" is not a header name") }
+            let field = try Self.field("\(apiKeyHeader): \(apiKey)", option: "--api-key")
+            request.headerFields[name] = field.value
+            secretHeaders.append(name)
+            request[option: OriginBoundHeaders.self].insert(name)
+        }
+        request[option: Redaction.self] = Redaction.adding(headers: secretHeaders)
+        request.body = try makeBody(contentType: request.headerFields[.contentType])
+        request.timeout = .milliseconds(Int64((timeout * 1000).rounded()))
+        if !follow { request[option: RedirectPolicy.self] = .never }
+        return request
+    }
+
+    /// "Name: value" as a field; names what is wrong otherwise.
+    static func field(_ text: String, option: String) throws -> HTTPField {
+        guard let colon = text.firstIndex(of: ":") else { throw CommandFailure("\(option) \"\(text)\" is not \"Name: value\"") }
+        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        guard let fieldName = HTTPField.Name(name) else { throw CommandFailure("\(option): \"\(name)\" is not a header name") }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+            throw CommandFailure("\(option) \(name): the value holds a control character (a line break, say)")
+        }
+        return HTTPField(name: fieldName, value: value)
+    }
+
+    /// `user:password`, or `user` with the password asked for on the terminal.
+    static func basicCredentials(_ text: String) throws -> BasicCredentials {
+        if let colon = text.firstIndex(of: ":") {
+            return BasicCredentials(user: String(text[..<colon]), password: String(text[text.index(after: colon)...]))
+        }
+        guard isatty(0) == 1, let entered = getpass("Password for \(text): ") else {
+            throw CommandFailure("--basic \(text): no terminal to ask the password on; give --basic user:password")
+        }
+        return BasicCredentials(user: text, password: String(cString: entered))
+    }
+
+    private func makeBody(contentType: String?) throws -> APIRequest.Body {
+        if let json {
+            return try Self.jsonBody(Data(json.utf8), source: "--json")
+        }
+        if let jsonFile {
+            let data: Data
+            if jsonFile == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                guard let read = FileManager.default.contents(atPath: jsonFile) else { throw CommandFailure("--json-file \(jsonFile) cannot be read") }
+                data = read
+            }
+            return try Self.jsonBody(data, source: "--json-file \(jsonFile)")
+        }
+        if !formFields.isEmpty {
+            var pairs: [(name: String, value: String)] = []
+            for field in formFields {
+                guard let equals = field.firstIndex(of: "="), equals != field.startIndex else {
+                    throw CommandFailure("--form \"\(field)\" is not name=value")
+                }
+                pairs.append((String(field[..<equals]), String(field[field.index(after: equals)...])))
+            }
+            return .form(pairs)
+        }
+        if let upload {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: upload, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isReadableFile(atPath: upload)
+            else { throw CommandFailure("--upload \(upload) is not a readable file") }
+            return .file(URL(fileURLWithPath: upload), contentType: contentType ?? "application/octet-stream")
+        }
+        return .empty
+    }
+
+    /// A JSON body sent byte for byte as given, once Foundation has read it as JSON.
+    static func jsonBody(_ data: Data, source: String) throws -> APIRequest.Body {
+        do {
+            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            throw CommandFailure("\(source) is not JSON")
+        }
+        return .data(data, contentType: "application/json")
+    }
+
+    /// The transport the options ask for, and how to shut it down.
+    func makeTransport() throws -> (any HTTPLoader, @Sendable () async throws -> Void) {
+        var trust = ServerTrust.system
+        func certificates(_ path: String, option: String) throws -> [Data] {
+            do {
+                return try ServerTrust.certificates(fromPEM: String(contentsOfFile: path, encoding: .utf8))
+            } catch {
+                throw CommandFailure("\(option) \(path): \(error)")
+            }
+        }
+        if let caFile { trust.additionalRoots += try certificates(caFile, option: "--ca-file") }
+        if let pin {
+            trust.additionalRoots += try certificates(pin, option: "--pin")
+            trust.excludesSystemRoots = true
+        }
+        let limit = Duration.milliseconds(Int64((timeout * 1000).rounded()))
+        switch transport {
+        case .urlsession:
+            guard !trust.isSystemDefault else { return (URLSessionTransport(timeout: limit), {}) }
+            do {
+                return (try URLSessionTransport(trust: trust, timeout: limit), {})
+            } catch {
+                throw CommandFailure("URLSession cannot use that trust: \(error)")
+            }
+        case .ahc:
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            if http1 { configuration.httpVersion = .http1Only }
+            let transport: AsyncHTTPClientTransport
+            if trust.isSystemDefault {
+                transport = AsyncHTTPClientTransport(configuration: configuration, timeout: limit)
+            } else {
+                do {
+                    transport = try AsyncHTTPClientTransport(configuration: configuration, trust: trust, timeout: limit)
+                } catch {
+                    throw CommandFailure("AsyncHTTPClient cannot use that trust: \(error)")
+                }
+            }
+            return (transport, { try await transport.shutdown() })
+        }
+    }
+}

@@ -1,0 +1,264 @@
+import ArgumentParser
+import Catena
+import CatenaAsyncHTTPClient
+import CatenaTesting
+import Foundation
+import HTTPTypes
+import Logging
+
+/// `catena request METHOD URL`: one call to any API through a real Catena chain.
+struct RequestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "request",
+        abstract: "Sends one request to any API through a Catena chain and prints the answer.",
+        discussion: RequestCall.discussion
+    )
+
+    @Argument(help: "The method: GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS or another token.")
+    var method: String
+
+    @Argument(help: "The URL, http or https.")
+    var url: String
+
+    @OptionGroup var call: RequestCall
+
+    func run() async throws { await call.perform(method: method, url: url) }
+}
+
+/// `catena get URL`: `catena request GET URL`.
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get", abstract: "Sends a GET through a Catena chain (catena request GET URL).", discussion: RequestCall.discussion)
+
+    @Argument(help: "The URL, http or https.")
+    var url: String
+
+    @OptionGroup var call: RequestCall
+
+    func run() async throws { await call.perform(method: "GET", url: url) }
+}
+
+/// `catena post URL`: `catena request POST URL`.
+struct PostCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "post", abstract: "Sends a POST through a Catena chain (catena request POST URL).", discussion: RequestCall.discussion)
+
+    @Argument(help: "The URL, http or https.")
+    var url: String
+
+    @OptionGroup var call: RequestCall
+
+    func run() async throws { await call.perform(method: "POST", url: url) }
+}
+
+/// The options of `catena request`, `get` and `post`, and the call they describe.
+struct RequestCall: ParsableArguments {
+    static let discussion = """
+        The call goes through the chain an app would use: [tracing] --> [log] --> [Retry] --> [HAR recorder] --> transport, \
+        with Catena's redirect rules (credentials never reach another origin) and its timeout covering the whole call. \
+        The body is printed as the server sent it: raw bytes when piped, JSON indented and coloured on a terminal \
+        (NO_COLOR leaves the colours out). The head (-i), the curl command, the log, the trace and progress go to \
+        standard error or are redacted: bearer tokens, passwords, API keys, cookies and secret query items never appear.
+
+        \(ExitStatus.help)
+        """
+
+    @Option(name: [.customShort("H"), .customLong("header")], help: "A header field, \"Name: value\" (repeatable).")
+    var headers: [String] = []
+
+    @Option(name: .customLong("query"), help: "A query item, name=value, added to the URL's (repeatable).")
+    var queryItems: [String] = []
+
+    @Option(help: "A JSON body, given as text.")
+    var json: String?
+
+    @Option(help: "A JSON body read from this file; - reads standard input.")
+    var jsonFile: String?
+
+    @Option(name: .customLong("form"), help: "A form field, name=value, sent form-url-encoded (repeatable).")
+    var formFields: [String] = []
+
+    @Option(help: "Upload this file as the body (its type from -H Content-Type, else application/octet-stream).")
+    var upload: String?
+
+    @Option(help: "Send Authorization: Bearer TOKEN.")
+    var bearer: String?
+
+    @Option(help: "HTTP Basic, user:password; the password is asked for when left out.")
+    var basic: String?
+
+    @Option(help: "An API key, sent in --api-key-header.")
+    var apiKey: String?
+
+    @Option(help: "The header that carries --api-key.")
+    var apiKeyHeader = "X-API-Key"
+
+    @Option(help: "Retry an idempotent request this many times after a connection failure, 5xx or 429 (with backoff).")
+    var retry = 0
+
+    @Option(help: "Seconds the whole call may take, redirects and body included.")
+    var timeout: Double = 30
+
+    @Flag(inversion: .prefixedNo, help: "Follow redirects (at most 5; secrets never to another origin).")
+    var follow = true
+
+    @Flag(help: "HTTP/1.1 only, no HTTP/2 (AsyncHTTPClient).")
+    var http1 = false
+
+    @Option(help: "Trust the CA certificates in this PEM file besides the system's.")
+    var caFile: String?
+
+    @Option(help: "Pin: trust only the root certificates in this PEM file (AsyncHTTPClient; pin the root of the server's chain).")
+    var pin: String?
+
+    @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
+    var transport: ConnectionOptions.TransportKind = .ahc
+
+    @Flag(help: "Print the call's span tree and per-phase timing on standard error.")
+    var trace = false
+
+    @Flag(help: "Print the request as a curl command on standard error, secrets redacted.")
+    var curl = false
+
+    @Option(help: "Append the exchange to this HAR file (made when missing), secrets redacted.")
+    var har: String?
+
+    @Option(name: .shortAndLong, help: "Write the body to this file, with a progress bar on a terminal.")
+    var output: String?
+
+    @Flag(name: [.customShort("i"), .customLong("include")], help: "Print the status line and header fields first.")
+    var include = false
+
+    @Flag(name: .shortAndLong, help: "Log the request and response on standard error, secrets redacted.")
+    var verbose = false
+
+    func validate() throws {
+        let bodies = [json != nil, jsonFile != nil, !formFields.isEmpty, upload != nil].filter { $0 }.count
+        guard bodies <= 1 else { throw ValidationError("give one body: --json, --json-file, --form or --upload") }
+        guard bearer == nil || basic == nil else { throw ValidationError("give --bearer or --basic, not both") }
+        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be more than 0 and at most 86400 seconds") }
+        guard (0...10).contains(retry) else { throw ValidationError("--retry must be 0...10") }
+        guard !(http1 && transport == .urlsession) else {
+            throw ValidationError("--http1 needs --transport ahc: URLSession chooses the HTTP version itself")
+        }
+    }
+
+    /// Sends the call, prints its outcome and exits with its ``ExitStatus``.
+    func perform(method: String, url: String) async -> Never {
+        let status: ExitStatus
+        do {
+            status = try await send(method: method, url: url)
+        } catch let failure as CommandFailure {
+            StandardError.write("error: \(failure.description)\n")
+            status = .invalidInput
+        } catch let error as CatenaError {
+            StandardError.write("error: \(error.description.replacingOccurrences(of: "\n", with: " "))\n")
+            status = ExitStatus.of(error)
+        } catch {
+            StandardError.write("error: \(error)\n")
+            status = .failure
+        }
+        fflush(nil)
+        Foundation.exit(status.rawValue)
+    }
+
+    private func send(method: String, url: String) async throws -> ExitStatus {
+        var request = try makeRequest(method: method, url: url)
+        let redaction = Redaction.effective(for: request)
+        var uploadProgress: ProgressDisplay?
+        var downloadProgress: ProgressDisplay?
+        if upload != nil {
+            let display = ProgressDisplay(label: "upload  ")
+            request[option: UploadProgress.self] = { display.update($0) }
+            uploadProgress = display
+        }
+        if let output {
+            let display = ProgressDisplay(label: "download")
+            request[option: DownloadDestination.self] = DownloadDestination(file: URL(fileURLWithPath: output)) { display.update($0) }
+            downloadProgress = display
+        }
+
+        let (transport, shutdown) = try makeTransport()
+        let recorder = har.map { _ in HARRecorder() }
+        var chain: any HTTPLoader = transport
+        if let recorder { chain = recorder --> chain }
+        if curl { chain = CurlPrinter() --> chain }
+        if retry > 0 { chain = Retry(RetryStrategy(maxAttempts: retry + 1)) --> chain }
+        if verbose {
+            var logger = Logger(label: "catena") { StreamLogHandler.standardError(label: $0) }
+            logger.logLevel = .debug
+            chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
+        }
+        let report = trace ? TraceReport() : nil
+        if let report { chain = report.instrument(chain) }
+
+        let result: Result<APIResponse, CatenaError>
+        do {
+            if let report {
+                var response: APIResponse?
+                try await report.run("catena request") { response = try await chain.load(request) }
+                result = .success(response!)
+            } else {
+                result = .success(try await chain.load(request))
+            }
+        } catch let error as CatenaError {
+            result = .failure(error)
+        }
+        uploadProgress?.finish()
+        downloadProgress?.finish()
+        try? await shutdown()
+        if let report { report.print(to: .standardError) }
+        if let recorder, let har { try append(recorder.har, to: har) }
+
+        let response = try result.get()
+        if include {
+            let head = headText(status: response.status, fields: response.headerFields, redaction: redaction)
+            FileHandle.standardOutput.write(Data(head.utf8))
+        }
+        if let output {
+            StandardError.write("\(response.status.code) \(response.status.reasonPhrase): body written to \(output)\n")
+        } else {
+            writeBody(response)
+        }
+        return ExitStatus.of(status: response.status.code)
+    }
+
+    /// The body on standard output: laid out when it is JSON and a person reads it.
+    private func writeBody(_ response: APIResponse) {
+        let type = response.headerFields[.contentType]?.lowercased() ?? ""
+        if FileHandle.standardOutputIsTerminal, type.contains("json"),
+            let text = JSONDisplay.format(response.body, colours: ProcessInfo.processInfo.environment["NO_COLOR"] == nil)
+        {
+            FileHandle.standardOutput.write(Data(text.utf8))
+        } else {
+            FileHandle.standardOutput.write(response.body)
+        }
+    }
+
+    /// Adds the recorded exchanges to the HAR file at `path`, keeping those it has.
+    private func append(_ recorded: HAR, to path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        var archive = recorded
+        if FileManager.default.fileExists(atPath: path) {
+            do {
+                archive = try HAR(contentsOf: url)
+            } catch {
+                throw CommandFailure("--har \(path) is not a HAR file this command can add to: \(error)")
+            }
+            archive.log.entries += recorded.log.entries
+        }
+        do {
+            try archive.write(to: url)
+        } catch {
+            throw CommandFailure("cannot write --har \(path): \(error)")
+        }
+    }
+}
+
+/// `--curl`: prints each attempt as it goes to the transport, secrets redacted.
+struct CurlPrinter: HTTPMiddleware {
+    func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        StandardError.write(request.curlDescription + "\n")
+        return try await next.load(request)
+    }
+}

@@ -189,6 +189,8 @@ let package = Package(
             name: "CatenaIntegrationTests",
             dependencies: [
                 "ThreadSanitizerSuppressions", "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI",
+                // The command: its output formatting is unit- and fuzz-tested, and the tests run it.
+                "catena",
                 "FlickrAPI",
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),

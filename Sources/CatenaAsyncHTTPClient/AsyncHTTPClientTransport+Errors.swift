@@ -66,7 +66,7 @@ extension AsyncHTTPClientTransport {
                     .untrustedServer, request: request, underlyingError: error,
                     detail: "the server's certificate failed validation (\(text.prefix(300)))")
             default:
-                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the TLS handshake failed (\(text.prefix(300)))")
+                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "\(CatenaError.tlsHandshakeFailure) (\(text.prefix(300)))")
             }
         }
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {

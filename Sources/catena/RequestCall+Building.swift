@@ -56,7 +56,11 @@ extension RequestCall {
 
     /// "Name: value" as a field; names what is wrong otherwise.
     static func field(_ text: String, option: String) throws -> HTTPField {
-        guard let colon = text.firstIndex(of: ":") else { throw CommandFailure("\(option) \"\(text)\" is not \"Name: value\"") }
+        guard let colon = text.firstIndex(of: ":") else {
+            // Only the first word: the rest may be a credential typed without its colon.
+            let first = text.prefix { !$0.isWhitespace }.prefix(40)
+            throw CommandFailure("\(option) \"\(first)…\" is not \"Name: value\" (the rest is not shown)")
+        }
         let name = text[..<colon].trimmingCharacters(in: .whitespaces)
         let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         guard let fieldName = HTTPField.Name(name) else { throw CommandFailure("\(option): \"\(name)\" is not a header name") }

@@ -54,7 +54,7 @@ struct PostCommand: AsyncParsableCommand {
 /// The options of `catena request`, `get` and `post`, and the call they describe.
 struct RequestCall: ParsableArguments {
     static let discussion = """
-        The call goes through the chain an app would use: [tracing] --> [log] --> [Retry] --> [HAR recorder] --> transport, \
+        The call goes through the chain an app would use: [tracing] --> [Retry] --> [log] --> [HAR recorder] --> transport, \
         with Catena's redirect rules (credentials never reach another origin) and its timeout covering the whole call. \
         The body is printed as the server sent it: raw bytes when piped, JSON indented and coloured on a terminal \
         (NO_COLOR leaves the colours out). The head (-i), the curl command, the log, the trace and progress go to \
@@ -164,6 +164,14 @@ struct RequestCall: ParsableArguments {
 
     private func send(method: String, url: String) async throws -> ExitStatus {
         var request = try makeRequest(method: method, url: url)
+        // Checked before anything is sent: a call is not made only to be thrown away.
+        let recorded = try har.map(existingArchive)
+        if let output {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw CommandFailure("-o \(output) is a folder; name a file")
+            }
+        }
         let redaction = Redaction.effective(for: request)
         var uploadProgress: ProgressDisplay?
         var downloadProgress: ProgressDisplay?
@@ -172,7 +180,8 @@ struct RequestCall: ParsableArguments {
             request[option: UploadProgress.self] = { display.update($0) }
             uploadProgress = display
         }
-        if let output {
+        // Streamed to the file as it arrives, unless the HAR needs the body in memory.
+        if let output, har == nil {
             let display = ProgressDisplay(label: "download")
             request[option: DownloadDestination.self] = DownloadDestination(file: URL(fileURLWithPath: output)) { display.update($0) }
             downloadProgress = display
@@ -183,12 +192,12 @@ struct RequestCall: ParsableArguments {
         var chain: any HTTPLoader = transport
         if let recorder { chain = recorder --> chain }
         if curl { chain = CurlPrinter() --> chain }
-        if retry > 0 { chain = Retry(RetryStrategy(maxAttempts: retry + 1)) --> chain }
         if verbose {
             var logger = Logger(label: "catena") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .debug
             chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
         }
+        if retry > 0 { chain = Retry(RetryStrategy(maxAttempts: retry + 1)) --> chain }
         let report = trace ? TraceReport() : nil
         if let report { chain = report.instrument(chain) }
 
@@ -208,7 +217,7 @@ struct RequestCall: ParsableArguments {
         downloadProgress?.finish()
         try? await shutdown()
         if let report { report.print(to: .standardError) }
-        if let recorder, let har { try append(recorder.har, to: har) }
+        if let recorder, let har { try write(recorded.flatMap { $0 }, adding: recorder.har, to: har) }
 
         let response = try result.get()
         if include {
@@ -216,6 +225,15 @@ struct RequestCall: ParsableArguments {
             FileHandle.standardOutput.write(Data(head.utf8))
         }
         if let output {
+            // A download went to the file as it came; any other body (an error's, or one
+            // the HAR needed whole) is written now, as curl -o writes every body.
+            if request[option: DownloadDestination.self] == nil || !(200..<300).contains(response.status.code) {
+                do {
+                    try response.body.write(to: URL(fileURLWithPath: output))
+                } catch {
+                    throw CommandFailure("cannot write -o \(output): \(error)")
+                }
+            }
             StandardError.write("\(response.status.code) \(response.status.reasonPhrase): body written to \(output)\n")
         } else {
             writeBody(response)
@@ -235,20 +253,25 @@ struct RequestCall: ParsableArguments {
         }
     }
 
-    /// Adds the recorded exchanges to the HAR file at `path`, keeping those it has.
-    private func append(_ recorded: HAR, to path: String) throws {
-        let url = URL(fileURLWithPath: path)
+    /// The archive already at `path`, to add to; nil when there is none yet.
+    private func existingArchive(_ path: String) throws -> HAR? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            return try HAR(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandFailure("--har \(path) is not a HAR file this command can add to: \(error)")
+        }
+    }
+
+    /// Writes `existing` (or a new archive) with the `recorded` exchanges added.
+    private func write(_ existing: HAR?, adding recorded: HAR, to path: String) throws {
         var archive = recorded
-        if FileManager.default.fileExists(atPath: path) {
-            do {
-                archive = try HAR(contentsOf: url)
-            } catch {
-                throw CommandFailure("--har \(path) is not a HAR file this command can add to: \(error)")
-            }
-            archive.log.entries += recorded.log.entries
+        if var existing {
+            existing.log.entries += recorded.log.entries
+            archive = existing
         }
         do {
-            try archive.write(to: url)
+            try archive.write(to: URL(fileURLWithPath: path))
         } catch {
             throw CommandFailure("cannot write --har \(path): \(error)")
         }

@@ -20,6 +20,8 @@ enum ExitStatus: Int32, CaseIterable {
     case invalidResponse = 8
     /// The call took longer than --timeout (curl's 28).
     case timedOut = 28
+    /// The TLS handshake failed for another reason than trust (curl's 35).
+    case tlsHandshake = 35
     /// The server's certificate was not trusted (curl's 60).
     case untrustedServer = 60
 
@@ -34,6 +36,7 @@ enum ExitStatus: Int32, CaseIterable {
     static func of(_ error: CatenaError) -> ExitStatus {
         switch error.code {
         case .timedOut: .timedOut
+        case .cannotConnect where error.detail?.hasPrefix(CatenaError.tlsHandshakeFailure) == true: .tlsHandshake
         case .cannotConnect, .connectionLost: .connection
         case .untrustedServer: .untrustedServer
         case .invalidResponse: .invalidResponse
@@ -46,7 +49,7 @@ enum ExitStatus: Int32, CaseIterable {
     static let help = """
         Exit status: 0 for a final status below 400 (2xx, or a 3xx left unfollowed); 4 for 4xx; 5 for 5xx; \
         7 when no connection could be made or it was lost; 8 for an answer that is not usable HTTP; 28 when the call \
-        timed out; 60 when the server's certificate was not trusted; 2 for bad input (an option, header, body or file); \
+        timed out; 35 when the TLS handshake failed; 60 when the server's certificate was not trusted; 2 for bad input (an option, header, body or file); \
         1 for anything else.
         """
 }
@@ -143,7 +146,11 @@ final class ProgressDisplay: Sendable {
 /// nesting costs no stack; nil for text that is not JSON Foundation accepts.
 enum JSONDisplay {
     static func format(_ data: Data, colours: Bool) -> String? {
-        guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else { return nil }
+        // UTF-8 text only: Foundation also reads JSON behind a byte-order mark and in
+        // UTF-16 or UTF-32, whose bytes this layout would not see as tokens.
+        guard data.first.map({ "{[\"-0123456789tfn \t\r\n".utf8.contains($0) }) ?? false, !data.contains(0),
+            (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
+        else { return nil }
         let bytes = Array(data)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)
@@ -182,7 +189,7 @@ enum JSONDisplay {
                     index += 1
                 }
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                depth -= 1
+                depth = max(0, depth - 1)
                 newline()
                 out.append(byte)
                 index += 1

@@ -184,26 +184,75 @@ struct RequestCommandTests {
         let har = directory.appendingPathComponent("secrets.har")
         let base = try await base()
         let shown = ["-i", "-v", "--curl", "--trace", "--har", har.path, "--transport", transport]
+        // Sent to a route that does not echo: nothing may show anywhere.
         let bearer = try await CatenaCommandLine.run(
             [
                 "get", base + "/api/protected/me", "--bearer", "TOKEN-b3ar3r", "--api-key", "KEY-4p1k3y", "--query", "api_key=QUERY-k3y",
-                "-H", "Cookie: session=COOKIE-c00k13",
+                "-H", "Cookie: session=COOKIE-c00k13", "-H", "X-Custom-Secret: CUSTOM-h34d3r",
             ] + shown)
         #expect(bearer.status == 4, "\(bearer.errors)")
-        let basic = try await CatenaCommandLine.run(
-            ["post", base + "/api/basic-auth", "--basic", "catena:PASS-p4ssw0rd", "--json", "{\"password\": \"BODY-s3cr3t\"}"] + shown)
-        #expect(basic.status == 4 || basic.status == 0, "\(basic.errors)")
-        let cookie = try await CatenaCommandLine.run(["get", base + "/api/cookies/set?cookie=sid%3DSETCOOKIE-v4lu3", "-i", "--transport", transport])
-        #expect(cookie.status == 0 && cookie.text.lowercased().contains("set-cookie: <redacted>"), "\(cookie.text)")
+        #expect(bearer.errors.contains("curl ") && bearer.errors.contains("Spans") && bearer.errors.contains("→ GET"), "all of it printed")
+        let basic = try await CatenaCommandLine.run(["get", base + "/api/basic-auth", "--basic", "catena:chains"] + shown)
+        #expect(basic.status == 0, "\(basic.errors)")
+        let credential = Data("catena:chains".utf8).base64EncodedString()
+        // Echoed by the server: its body prints what it sent, but the log, curl and HAR hide it.
+        let json = try await CatenaCommandLine.run(["post", base + "/api/echo", "--json", #"{"password": "BODY-s3cr3t"}"#] + shown)
+        #expect(json.status == 0 && json.text.contains("BODY-s3cr3t"), "the echoed body is printed as sent")
         let recorded = try String(contentsOf: har, encoding: .utf8)
-        for secret in ["TOKEN-b3ar3r", "KEY-4p1k3y", "QUERY-k3y", "COOKIE-c00k13", "PASS-p4ssw0rd", "BODY-s3cr3t", "SETCOOKIE-v4lu3"] {
-            for (name, text) in [
-                ("output", bearer.text + basic.text + cookie.text), ("errors", bearer.errors + basic.errors + cookie.errors), ("HAR", recorded),
-            ] {
-                #expect(!text.contains(secret), "\(secret) in the \(name)")
-            }
+        let secrets = ["TOKEN-b3ar3r", "KEY-4p1k3y", "QUERY-k3y", "COOKIE-c00k13", "CUSTOM-h34d3r", credential, "chains", "BODY-s3cr3t"]
+        for secret in secrets {
+            #expect(!(bearer.text + basic.text).contains(secret), "\(secret) in the output")
+            #expect(!(bearer.errors + basic.errors + json.errors).contains(secret), "\(secret) in the errors")
+            #expect(!recorded.contains(secret), "\(secret) in the HAR")
         }
-        #expect(bearer.errors.contains("curl ") && bearer.errors.contains("Spans"), "the curl command and the trace were printed")
+        // A cookie the server sets: its value neither in -i's head nor in the HAR's headers.
+        let cookieHAR = directory.appendingPathComponent("cookie.har")
+        let cookie = try await CatenaCommandLine.run(
+            ["get", base + "/api/cookies/set?cookie=sid%3DSETCOOKIE-v4lu3", "-i", "--har", cookieHAR.path, "--transport", transport])
+        #expect(cookie.status == 0 && cookie.text.lowercased().contains("set-cookie: <redacted>"), "\(cookie.text)")
+        #expect(!cookie.text.contains("SETCOOKIE-v4lu3"))
+        let headers = try #require(HAR(contentsOf: cookieHAR).log.entries.first).response.headers
+        #expect(headers.contains { $0.name.lowercased() == "set-cookie" } && !headers.contains { $0.value.contains("SETCOOKIE-v4lu3") })
+        // A header typed without its colon: the error names the first word only.
+        let typo = try await CatenaCommandLine.run(["get", base + "/api/echo", "-H", "Authorization Bearer TYPO-t0k3n", "--transport", transport])
+        #expect(typo.status == 2 && typo.errors.contains("\"Authorization…\"") && !typo.errors.contains("TYPO-t0k3n"), "\(typo.errors)")
+    }
+
+    @Test("-o writes any status's body; a HAR file that cannot be added to is refused before anything is sent", arguments: transports)
+    func outputAndArchiveChecks(transport: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catena-out-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let base = try await base()
+        let saved = directory.appendingPathComponent("404.json")
+        let notFound = try await CatenaCommandLine.run(["get", base + "/api/status/404", "-o", saved.path, "--transport", transport])
+        #expect(notFound.status == 4)
+        #expect(try Data(contentsOf: saved) == Data(#"{"status":404}"#.utf8))
+        let withHAR = directory.appendingPathComponent("user.json"), har = directory.appendingPathComponent("user.har")
+        let user = try await CatenaCommandLine.run(["get", base + "/api/users/2", "-o", withHAR.path, "--har", har.path, "--transport", transport])
+        #expect(user.status == 0, "\(user.errors)")
+        let entry = try #require(HAR(contentsOf: har).log.entries.first)
+        #expect(entry.response.content.text.map { Data($0.utf8) } == (try Data(contentsOf: withHAR)), "the HAR keeps the body the file got")
+        let broken = directory.appendingPathComponent("broken.har")
+        try Data("not a HAR".utf8).write(to: broken)
+        let key = UUID().uuidString
+        let refused = try await CatenaCommandLine.run(
+            [
+                "post", base + "/api/orders", "--json", #"{"item":"\#(key)"}"#, "-H", "Idempotency-Key: \"\(key)\"", "--har", broken.path, "--transport",
+                transport,
+            ])
+        #expect(refused.status == 2 && refused.errors.contains("is not a HAR file"), "\(refused.errors)")
+        let count = try await CatenaCommandLine.run(["get", base + "/api/orders/count?item=\(key)", "--transport", transport])
+        #expect(count.text == #"{"count":0}"#, "the order was never sent")
+        let folder = try await CatenaCommandLine.run(["get", base + "/api/users/2", "-o", directory.path, "--transport", transport])
+        #expect(folder.status == 2 && folder.errors.contains("is a folder"), "\(folder.errors)")
+    }
+
+    @Test("https to a plain HTTP port fails the TLS handshake: exit status 35 on both transports", arguments: transports)
+    func handshakeFailure(transport: String) async throws {
+        let url = try await base().replacingOccurrences(of: "http://", with: "https://") + "/api/users/2"
+        let outcome = try await CatenaCommandLine.run(["get", url, "--transport", transport])
+        #expect(outcome.status == 35, "\(outcome.errors)")
     }
 
     @Test("--pin trusts only the pinned root; another root's server is refused with exit status 60")

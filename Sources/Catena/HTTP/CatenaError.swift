@@ -43,6 +43,10 @@ public struct CatenaError: Error, Sendable {
         public static let unknown = Code(rawValue: "unknown")
     }
 
+    /// How the transports begin the detail of a ``Code/cannotConnect`` whose TLS
+    /// handshake failed for a reason other than trust (that is ``Code/untrustedServer``).
+    package static let tlsHandshakeFailure = "the TLS handshake failed"
+
     /// What kind of failure this is.
     public var code: Code
     /// The request that failed, as the loader that failed saw it.

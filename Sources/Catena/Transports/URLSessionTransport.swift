@@ -301,6 +301,10 @@ public struct URLSessionTransport: HTTPLoader {
         // matches target host name".
         let untrusted = ["ssl certificate problem", "subject name", "certificate verify", "peer certificate"]
         if untrusted.contains(where: text.contains) { return (.untrustedServer, message) }
+        // "OpenSSL/3.0.x: error:0A00010B:SSL routines::wrong version number", "TLS connect
+        // error", "SSL_ERROR_SYSCALL …": the handshake failed, not the trust.
+        let handshake = ["ssl routines", "wrong version number", "tls connect", "ssl_error", "ssl connect", "handshake"]
+        if handshake.contains(where: text.contains) { return (.cannotConnect, "\(CatenaError.tlsHandshakeFailure) (\(message))") }
         let lost = ["transfer closed", "connection reset", "recv failure", "send failure", "connection died", "empty reply"]
         if lost.contains(where: text.contains) { return (.connectionLost, message) }
         // libcurl reports a head over its size limit as "Out of memory".

@@ -79,6 +79,8 @@ let package = Package(
                 .product(name: "NIOHTTPCompression", package: "swift-nio-extras", condition: .when(traits: ["AsyncHTTPClient"])),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["AsyncHTTPClient"])),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2", condition: .when(traits: ["AsyncHTTPClient"])),
+                // Already in AsyncHTTPClient's tree: to know whether the client traces.
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["AsyncHTTPClient"])),
             ],
             swiftSettings: strict
         ),
@@ -195,6 +197,7 @@ let package = Package(
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

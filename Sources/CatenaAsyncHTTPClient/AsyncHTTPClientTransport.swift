@@ -11,6 +11,7 @@ import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
 import Synchronization
+import Tracing
 
 /// A transport that sends requests with AsyncHTTPClient: the default on Linux, with a
 /// connection pool that holds up under concurrency.
@@ -49,6 +50,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     private let isShutDown = Atomic<Bool>(false)
     /// Whether the client decodes gzip and deflate, so requests may ask for them.
     private let decodesCompression: Bool
+    /// Whether buffered calls may take AsyncHTTPClient's delegate API (see
+    /// `sendGathered`): the client makes no spans of its own. The delegate API starts
+    /// its span on the event loop, outside the caller's trace, where it would become a
+    /// trace of its own; with a tracer, buffered calls keep `execute` + `collect`.
+    let gathersOnEventLoop: Bool
 
     /// Catena's default configuration: AsyncHTTPClient's defaults, redirects left to
     /// Catena, gzip and deflate decoded (at most ``decompressionRatioLimit`` times the
@@ -58,6 +64,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             redirectConfiguration: .disallow,
             decompression: .enabled(limit: .ratio(decompressionRatioLimit)))
         configuration.connectionPool.retryConnectionEstablishment = false
+        // Catena's TracingMiddleware makes each call's client span; a second one of the
+        // client's would only repeat it.
+        configuration.tracing.tracer = nil
         return configuration
     }
 
@@ -71,7 +80,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
     public convenience init(timeout: Duration = .seconds(60)) {
-        self.init(client: Self.sharedClient, owns: false, decodes: true, timeout: timeout)
+        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, timeout: timeout)
     }
 
     /// A transport over your client. You shut the client down when you are done.
@@ -80,7 +89,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// has decompression enabled, so requests ask for compressed bodies. Configure it
     /// with `redirectConfiguration: .disallow` to have Catena follow redirects.
     public convenience init(client: HTTPClient, decodesCompression: Bool = false, timeout: Duration = .seconds(60)) {
-        self.init(client: client, owns: false, decodes: decodesCompression, timeout: timeout)
+        // Its configuration cannot be read: it traces when a tracer was bootstrapped.
+        self.init(client: client, owns: false, decodes: decodesCompression, traces: !(InstrumentationSystem.tracer is NoOpTracer), timeout: timeout)
     }
 
     /// A transport that owns a new client with this configuration. Call ``shutdown()``
@@ -89,7 +99,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     public convenience init(configuration: HTTPClient.Configuration, timeout: Duration = .seconds(60)) {
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         let decodes = if case .enabled = configuration.decompression { true } else { false }
-        self.init(client: client, owns: true, decodes: decodes, timeout: timeout)
+        let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
+        self.init(client: client, owns: true, decodes: decodes, traces: traces, timeout: timeout)
     }
 
     /// A transport that owns a new client which trusts HTTPS servers as `trust` says:
@@ -141,10 +152,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         self.init(configuration: configuration, timeout: timeout)
     }
 
-    private init(client: HTTPClient, owns: Bool, decodes: Bool, timeout: Duration) {
+    private init(client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, timeout: Duration) {
         self.client = client
         self.ownsClient = owns
         self.decodesCompression = decodes
+        self.gathersOnEventLoop = !traces
         self.timeout = timeout
     }
 
@@ -186,7 +198,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
         try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
-            try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in try await send(hop, timeout: left) }
+            try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in
+                gathersOnEventLoop && Self.takesDelegatePath(hop) ? try await sendGathered(hop, timeout: left) : try await send(hop, timeout: left)
+            }
         }
     }
 
@@ -200,28 +214,35 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
     }
 
-    /// The request as AsyncHTTPClient takes it, its body opened afresh.
-    private func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
-        var outgoing = HTTPClientRequest(url: try request.urlString())
-        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
-        outgoing.headers.reserveCapacity(request.headerFields.count + 1)
+    /// The header fields AsyncHTTPClient sends for `request`.
+    func headers(for request: APIRequest) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headerFields.count + 2)
         var cookies = false
         for field in request.headerFields {
             if field.name == .cookie { cookies = true; continue }
-            outgoing.headers.add(name: field.name.rawName, value: field.value)
+            headers.add(name: field.name.rawName, value: field.value)
         }
         // HTTPFields keeps each cookie as a field of its own; HTTP/1.1 allows one
         // Cookie line (RFC 6265, section 5.4), its pairs joined with "; ".
-        if cookies, let cookie = request.headerFields[.cookie] { outgoing.headers.add(name: "Cookie", value: cookie) }
+        if cookies, let cookie = request.headerFields[.cookie] { headers.add(name: "Cookie", value: cookie) }
         if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-            outgoing.headers.add(name: "Content-Type", value: contentType)
+            headers.add(name: "Content-Type", value: contentType)
         }
         // Without decoding, ask for none: a client whose decompressor Catena was not told
         // about would otherwise add its own Accept-Encoding, and the bodies it decodes
         // could not be told from bodies still encoded.
         if request.headerFields[.acceptEncoding] == nil {
-            outgoing.headers.add(name: "Accept-Encoding", value: decodesCompression ? ContentCoding.acceptEncoding : "identity")
+            headers.add(name: "Accept-Encoding", value: decodesCompression ? ContentCoding.acceptEncoding : "identity")
         }
+        return headers
+    }
+
+    /// The request as AsyncHTTPClient takes it, its body opened afresh.
+    private func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
+        var outgoing = HTTPClientRequest(url: try request.urlString())
+        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
+        outgoing.headers = headers(for: request)
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
         } else if let data = try await request.bodyData() {
@@ -250,7 +271,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }
-            try checkHead(response, request: request)
+            try checkHead(status: response.status, headers: response.headers, request: request)
         } catch {
             throw Self.map(error, request: request, timeout: timeout, limit: .max)
         }
@@ -282,18 +303,18 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         if channel.hasEnded { task.cancel() }
         var streamed = StreamedResponse(
             status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-            headerFields: Self.fields(of: response), body: ResponseBody(channel: channel), request: request)
+            headerFields: Self.fields(of: response.headers), body: ResponseBody(channel: channel), request: request)
         streamed.timing = timing
         return streamed
     }
 
     /// A status that is no HTTP status, or two Content-Lengths that disagree, is no
     /// usable response.
-    private func checkHead(_ response: HTTPClientResponse, request: APIRequest) throws(CatenaError) {
-        guard (100...999).contains(Int(response.status.code)) else {
-            throw CatenaError(.invalidResponse, request: request, detail: "the status code \(response.status.code) is not a valid HTTP status")
+    func checkHead(status: HTTPResponseStatus, headers: HTTPHeaders, request: APIRequest) throws(CatenaError) {
+        guard (100...999).contains(Int(status.code)) else {
+            throw CatenaError(.invalidResponse, request: request, detail: "the status code \(status.code) is not a valid HTTP status")
         }
-        if let declared = response.headers["Content-Length"] as [String]?, Set(declared).count > 1 {
+        if let declared = headers["Content-Length"] as [String]?, Set(declared).count > 1 {
             throw CatenaError(
                 .invalidResponse, request: request,
                 detail: "the response has \(declared.count) different Content-Length fields")
@@ -302,15 +323,15 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         // gzip or deflate, and only that one: a body it decoded has exactly that one
         // member (`identity, gzip` it leaves encoded). Anything else would reach the
         // caller still encoded.
-        try ContentCoding.check(contentEncoding: response.headers["Content-Encoding"], status: Int(response.status.code), request: request) {
+        try ContentCoding.check(contentEncoding: headers["Content-Encoding"], status: Int(status.code), request: request) {
             decodesCompression && ($0 == ["gzip"] || $0 == ["deflate"])
         }
     }
 
-    private static func fields(of response: HTTPClientResponse) -> HTTPFields {
+    static func fields(of headers: HTTPHeaders) -> HTTPFields {
         var fields = HTTPFields()
-        fields.reserveCapacity(response.headers.count)
-        for (name, value) in response.headers {
+        fields.reserveCapacity(headers.count)
+        for (name, value) in headers {
             guard let name = HTTPField.Name(name) else { continue }
             fields.append(HTTPField(name: name, value: value))
         }
@@ -331,7 +352,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }
-            try checkHead(response, request: request)
+            try checkHead(status: response.status, headers: response.headers, request: request)
             let headArrived = ContinuousClock.now
             request.report(.responseHead(status: Int(response.status.code), after: headArrived - started))
             let body = response.body
@@ -351,7 +372,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
             var complete = APIResponse(
                 status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
-                headerFields: Self.fields(of: response),
+                headerFields: Self.fields(of: response.headers),
                 body: Data(buffer: buffer, byteTransferStrategy: .automatic),
                 request: request)
             complete.timing = ResponseTiming(started: started, headArrived: headArrived, bodyEnded: .now)
@@ -363,14 +384,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     /// Reads the body (into memory, or to a file) before `deadline`.
     ///
-    /// AsyncHTTPClient's deadline ends when the response head arrives, so a body that
-    /// trickles in would otherwise take as long as the server likes. The reading runs
-    /// in its own task, which an event-loop timer (the mechanism AsyncHTTPClient
-    /// uses for its own deadline) cancels when the time is up. This costs about 4 % of
-    /// sequential throughput (two more thread hops per request), less than the
-    /// alternatives measured: a task group racing `Task.sleep` (80 % of raw at 64 in
-    /// flight, against about 90 % with this) and AsyncHTTPClient's delegate API, whose
-    /// deadline covers the body but which kept only 75 % of raw at 64 in flight.
+    /// AsyncHTTPClient's async deadline ends when the response head arrives, so a body
+    /// that trickles in would otherwise take as long as the server likes. The reading
+    /// runs in its own task, which an event-loop timer (the mechanism AsyncHTTPClient
+    /// uses for its own deadline) cancels when the time is up: two more thread hops and
+    /// a task per call. Only calls the delegate path cannot take come here (a streamed
+    /// or watched request body, a download to a file); see `sendGathered`.
     private func withinDeadline<Value: Sendable>(_ deadline: NIODeadline, _ read: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let reading = Task { try await read() }
         let expired = Atomic<Bool>(false)

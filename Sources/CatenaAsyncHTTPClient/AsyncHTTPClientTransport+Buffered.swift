@@ -1,0 +1,135 @@
+#if AsyncHTTPClient
+import AsyncHTTPClient
+import Catena
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+
+/// Buffered calls through AsyncHTTPClient's delegate API: head and body parts arrive on
+/// the event loop and are gathered there, and the call's task waits once, for the
+/// whole answer.
+///
+/// Next to `execute` + `collect`, this spends no task and no actor per call
+/// (AsyncHTTPClient's async `execute` registers each request through a `Task` on an
+/// actor), no hop per body part, and no task and timer of Catena's for the body's
+/// deadline: the delegate API's deadline covers the whole exchange, body included.
+extension AsyncHTTPClientTransport {
+    /// Whether `request` can take the delegate path: an in-memory body (or none), whose
+    /// progress nobody watches, and an answer kept in memory.
+    static func takesDelegatePath(_ request: APIRequest) -> Bool {
+        request.body.stream == nil && request[option: UploadProgress.self] == nil && request[option: DownloadDestination.self] == nil
+    }
+
+    /// One exchange, no redirects followed, gathered on the event loop.
+    func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+        let limit = request[option: MaximumResponseSize.self]
+        let outgoing: HTTPClient.Request
+        do {
+            outgoing = try HTTPClient.Request(
+                url: try request.urlString(), method: HTTPMethod(rawValue: request.method.rawValue), headers: headers(for: request),
+                body: try await request.bodyData().map { .bytes($0) })
+        } catch let error as CatenaError {
+            throw error
+        } catch {
+            throw Self.map(error, request: request, timeout: timeout, limit: limit)
+        }
+        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        let started = ContinuousClock.now
+        let delegate = GatheringDelegate(transport: self, request: request, limit: limit)
+        let task = client.execute(request: outgoing, delegate: delegate, deadline: NIODeadline.now() + TimeAmount(timeout))
+        let gathered: GatheringDelegate.Response
+        do {
+            gathered = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            // Before the head, a closed or garbled connection may be someone else's
+            // leftover: the caller may send an idempotent request again.
+            let failure: any Error = !delegate.sawHead && Self.isConnectionFailure(error) ? PreHeadFailure(error: error) : error
+            throw Self.map(failure, request: request, timeout: timeout, limit: limit)
+        }
+        // Reported from the caller's task, not the event loop: an observer that takes its
+        // time must not hold up every connection on that loop.
+        request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
+        var response = APIResponse(
+            status: HTTPResponse.Status(code: Int(gathered.head.status.code), reasonPhrase: gathered.head.status.reasonPhrase),
+            headerFields: Self.fields(of: gathered.head.headers),
+            body: Data(buffer: gathered.body, byteTransferStrategy: .automatic),
+            request: request)
+        response.timing = ResponseTiming(started: started, headArrived: gathered.headArrived, bodyEnded: .now)
+        return response
+    }
+}
+
+/// Gathers one response on the task's event loop: checks the head as the streaming
+/// path does, and keeps the body parts up to the size limit.
+///
+/// `@unchecked Sendable`: AsyncHTTPClient calls every method of a delegate on the task's
+/// event loop, one after another (the client Catena configures follows no redirects,
+/// which would start a task of their own), and hands `didFinishRequest`'s answer over
+/// through the task's future; `sawHead` alone is read elsewhere, after that future
+/// completed on the same loop.
+final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
+    struct Response: Sendable {
+        var head: HTTPResponseHead
+        var body: ByteBuffer
+        var headArrived: ContinuousClock.Instant
+    }
+
+    private let transport: AsyncHTTPClientTransport
+    private let request: APIRequest
+    private let limit: Int
+    private var head: HTTPResponseHead?
+    private var headArrived = ContinuousClock.now
+    private var body: ByteBuffer?
+
+    init(transport: AsyncHTTPClientTransport, request: APIRequest, limit: Int) {
+        self.transport = transport
+        self.request = request
+        self.limit = limit
+    }
+
+    /// Whether the response head arrived (read once the task's future completed).
+    var sawHead: Bool { head != nil }
+
+    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        do {
+            try transport.checkHead(status: head.status, headers: head.headers, request: request)
+            // A HEAD's, a 204's or a 304's Content-Length describes a body that is not sent.
+            if request.method != .head, ![204, 304].contains(head.status.code),
+                let declared = head.headers.first(name: "Content-Length").flatMap(Int.init), declared > limit
+            {
+                throw NIOTooManyBytesError(maxBytes: limit)
+            }
+        } catch {
+            return task.eventLoop.makeFailedFuture(error)
+        }
+        self.head = head
+        headArrived = .now
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
+        guard (body?.readableBytes ?? 0) + part.readableBytes <= limit else {
+            return task.eventLoop.makeFailedFuture(NIOTooManyBytesError(maxBytes: limit))
+        }
+        if body == nil {
+            // The first part is kept as it is (no copy); a second one starts the gathering.
+            body = part
+        } else {
+            var part = part
+            body!.writeBuffer(&part)
+        }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
+        guard let head else { throw HTTPClientError.remoteConnectionClosed }
+        return Response(head: head, body: body ?? ByteBuffer(), headArrived: headArrived)
+    }
+}
+#endif  // AsyncHTTPClient

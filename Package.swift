@@ -55,6 +55,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // Allocation counts for CatenaAllocations (package-benchmark's malloc counter).
+        .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.1"),
     ],
     targets: [
         // Core: HTTP values, the loader chain, middleware, URLSession transport.
@@ -172,6 +174,20 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strict
+        ),
+        // Allocations per call, raw transport against Catena; a program of its own, since
+        // its interposed malloc would slow every timed benchmark.
+        .executableTarget(
+            name: "CatenaAllocations",
+            dependencies: [
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer",
+                .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -1,0 +1,175 @@
+// Allocations per call, raw transport against Catena, counted rather than timed: a
+// figure the noise of a shared two-core machine cannot move.
+//
+//   swift build -c release --enable-all-traits --product CatenaAllocations
+//   .build/release/CatenaAllocations [--calls 2000]
+//
+// It counts with ordo-one/malloc-interposer (package-benchmark's counter), preloaded:
+// the program starts itself again with LD_PRELOAD set when it is not. The demo server
+// runs in a process of its own (this program with --serve), so only the client's
+// allocations are counted: every thread of this process, event loops included. A
+// program of its own, because an interposed malloc would slow every timed benchmark.
+import AsyncHTTPClient
+import Catena
+import CatenaAsyncHTTPClient
+import CatenaDemoServer
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logging
+import MallocInterposerSwift
+import NIOCore
+import NIOPosix
+
+/// One way of making one call.
+struct Variant: Sendable {
+    let group: String
+    let name: String
+    let call: @Sendable () async throws -> Void
+}
+
+/// What one variant allocated per call.
+struct Count {
+    var allocations: Double
+    var bytes: Double
+}
+
+@main
+enum CatenaAllocations {
+    static func main() async throws {
+        let arguments = CommandLine.arguments
+        if arguments.contains("--serve") {
+            let server = try await DemoServer.start(logLevel: .error)
+            print(server.baseURL.absoluteString)
+            fflush(nil)
+            while true { try await Task.sleep(for: .seconds(3600)) }
+        }
+        let calls = arguments.firstIndex(of: "--calls").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } ?? 2000
+
+        // Counting needs the interposer preloaded: start again with it when it is not.
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let interposer = executable.deletingLastPathComponent().appendingPathComponent("libMallocInterposerSwift.so").path
+        if ProcessInfo.processInfo.environment["LD_PRELOAD"]?.contains("MallocInterposer") != true {
+            guard FileManager.default.fileExists(atPath: interposer) else {
+                print("no \(interposer): build with swift build -c release --enable-all-traits --product CatenaAllocations")
+                exit(2)
+            }
+            setenv("LD_PRELOAD", interposer, 1)
+            let argv = arguments.map { strdup($0) } + [nil]
+            execv(executable.path, argv)
+            print("could not start again with LD_PRELOAD: errno \(errno)")
+            exit(2)
+        }
+
+        // The server, in a process of its own and without the interposer.
+        let serverProcess = Process()
+        serverProcess.executableURL = executable
+        serverProcess.arguments = ["--serve"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = nil
+        serverProcess.environment = environment
+        let serverOutput = Pipe()
+        serverProcess.standardOutput = serverOutput
+        try serverProcess.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = serverOutput.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { print("the server process ended before it said where it listens"); exit(1) }
+            line.append(chunk)
+        }
+        let base = URL(string: String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))!
+        let userURL = base.appendingPathComponent("api/users/2")
+
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        let ahc = AsyncHTTPClientTransport(client: client)
+        let quiet = Logger(label: "allocations") { _ in SwiftLogNoOpLogHandler() }
+        let environmentOption = ServerEnvironment(baseURL: base)!
+        let ahcChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> ahc
+        let absolute = APIRequest(.get, url: userURL)
+        let relative = try APIRequest(.get, path: ["api", "users", "2"])
+        let watched = {
+            var request = absolute
+            request[option: UploadProgress.self] = { _ in }
+            return request
+        }()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpShouldSetCookies = false
+        let session = URLSession(configuration: configuration)
+        let urlSession = URLSessionTransport(configuration: configuration)
+        let urlSessionChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> urlSession
+
+        let variants: [Variant] = [
+            Variant(group: "buffered GET, AsyncHTTPClient", name: "raw: execute + collect") {
+                let response = try await client.execute(HTTPClientRequest(url: userURL.absoluteString), timeout: .seconds(30))
+                _ = try await response.body.collect(upTo: 1 << 20)
+            },
+            Variant(group: "buffered GET, AsyncHTTPClient", name: "Catena transport (delegate path)") {
+                _ = try await ahc.load(absolute)
+            },
+            Variant(group: "buffered GET, AsyncHTTPClient", name: "Catena chain (environment + log)") {
+                _ = try await ahcChain.load(relative)
+            },
+            Variant(group: "buffered GET, AsyncHTTPClient", name: "Catena transport, execute + collect path") {
+                _ = try await ahc.load(watched)
+            },
+            Variant(group: "streamed GET, AsyncHTTPClient", name: "raw: execute, body read chunk by chunk") {
+                let response = try await client.execute(HTTPClientRequest(url: userURL.absoluteString), timeout: .seconds(30))
+                for try await _ in response.body {}
+            },
+            Variant(group: "streamed GET, AsyncHTTPClient", name: "Catena transport: stream, body read chunk by chunk") {
+                for try await _ in try await ahc.stream(absolute).body {}
+            },
+            Variant(group: "buffered GET, URLSession", name: "raw: data(for:)") {
+                _ = try await session.data(for: URLRequest(url: userURL))
+            },
+            Variant(group: "buffered GET, URLSession", name: "Catena transport") {
+                _ = try await urlSession.load(absolute)
+            },
+            Variant(group: "buffered GET, URLSession", name: "Catena chain (environment + log)") {
+                _ = try await urlSessionChain.load(relative)
+            },
+        ]
+
+        print("Allocations per call: \(calls) sequential calls of GET /api/users/2 per round, median of 5 rounds;")
+        print("the demo server in another process; counted with ordo-one/malloc-interposer (LD_PRELOAD).")
+        print("date: \(Date().formatted(.iso8601))")
+        print()
+        print("| workload | variant | allocations per call | bytes allocated per call | allocations / raw |")
+        print("|---|---|---:|---:|---:|")
+        var raw: Count?
+        var group = ""
+        for variant in variants {
+            let counted = try await count(variant, calls: calls)
+            if variant.group != group {
+                group = variant.group
+                raw = counted
+            }
+            let ratio = raw.map { String(format: "%.2f ×", counted.allocations / $0.allocations) } ?? ""
+            print(
+                "| \(variant.group) | \(variant.name) | \(String(format: "%.1f", counted.allocations)) | \(String(format: "%.0f", counted.bytes)) | \(variant.name.hasPrefix("raw") ? "" : ratio) |"
+            )
+        }
+        try await client.shutdown()
+        session.invalidateAndCancel()
+        serverProcess.terminate()
+        serverProcess.waitUntilExit()
+    }
+}
+
+/// The median over `rounds` rounds of `calls` calls each, counted between hook and unhook.
+func count(_ variant: Variant, calls: Int, rounds: Int = 5) async throws -> Count {
+    for _ in 0..<200 { try await variant.call() }
+    var allocations: [Double] = [], bytes: [Double] = []
+    for _ in 0..<rounds {
+        MallocInterposerSwift.reset()
+        MallocInterposerSwift.hook()
+        for _ in 0..<calls { try await variant.call() }
+        MallocInterposerSwift.unhook()
+        let statistics = MallocInterposerSwift.getStatistics()
+        allocations.append(Double(statistics.mallocCount) / Double(calls))
+        bytes.append(Double(statistics.mallocBytesCount) / Double(calls))
+    }
+    return Count(allocations: allocations.sorted()[rounds / 2], bytes: bytes.sorted()[rounds / 2])
+}

@@ -61,7 +61,13 @@ enum CatenaCommandLine {
     }
 }
 
-@Suite("catena request: any API through a Catena chain, from the command line")
+/// One command at a time, and not under ThreadSanitizer: the command runs in processes
+/// of its own, whose sanitizer reports these tests do not read, and twenty instrumented
+/// processes at once starved the in-process demo server until every pooled call of the
+/// other suites timed out (CI, 2026-11-25).
+@Suite(
+    "catena request: any API through a Catena chain, from the command line", .serialized,
+    .enabled(if: !Timing.isThreadSanitized, "the command runs in child processes; see the suite's comment"))
 struct RequestCommandTests {
     static let transports = ["ahc", "urlsession"]
 

@@ -165,7 +165,7 @@ struct RequestCall: ParsableArguments {
     private func send(method: String, url: String) async throws -> ExitStatus {
         var request = try makeRequest(method: method, url: url)
         // Checked before anything is sent: a call is not made only to be thrown away.
-        let recorded = try har.map(existingArchive)
+        let existing = try har.flatMap(existingArchive)
         if let output {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
@@ -204,9 +204,7 @@ struct RequestCall: ParsableArguments {
         let result: Result<APIResponse, CatenaError>
         do {
             if let report {
-                var response: APIResponse?
-                try await report.run("catena request") { response = try await chain.load(request) }
-                result = .success(response!)
+                result = .success(try await report.run("catena request") { try await chain.load(request) })
             } else {
                 result = .success(try await chain.load(request))
             }
@@ -217,7 +215,7 @@ struct RequestCall: ParsableArguments {
         downloadProgress?.finish()
         try? await shutdown()
         if let report { report.print(to: .standardError) }
-        if let recorder, let har { try write(recorded.flatMap { $0 }, adding: recorder.har, to: har) }
+        if let recorder, let har { try write(existing, adding: recorder.har, to: har) }
 
         let response = try result.get()
         if include {

@@ -17,7 +17,7 @@ struct TraceReport {
     }
 
     /// Runs `body` inside a root span named `name`, so the calls nest under it.
-    func run(_ name: String, _ body: () async throws -> Void) async throws {
+    func run<Result>(_ name: String, _ body: () async throws -> Result) async throws -> Result {
         try await withTracer(tracer) {
             try await withSpan(name) { _ in try await body() }
         }

@@ -230,7 +230,7 @@ struct MetricsTests {
         let env = try await TestServer.environment()
         let chain =
             MetricsMiddleware(factory: metrics) --> ApplyEnvironment(env) --> HTTPCache()
-            --> Retry(RetryStrategy(jitter: false), clock: clock) --> kind.make(timeout: .seconds(5))
+            --> Retry(RetryStrategy(jitter: false), clock: clock) --> kind.make(timeout: Timing.stretch(.seconds(5)))
         let key = uniqueKey()
         #expect(
             try await chain.load(

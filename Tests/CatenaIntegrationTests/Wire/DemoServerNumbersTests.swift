@@ -18,7 +18,7 @@ struct DemoServerNumbersTests {
         "nan, inf, 1e308, -1 and a 30-digit page are each a 400 naming the parameter",
         arguments: ["nan", "inf", "-inf", "1e308", "-1", "999999999999999999999999999999", "abc"])
     func refused(value: String) async throws {
-        let chain = try await TransportKind.asyncHTTPClient.chain(timeout: .seconds(10))
+        let chain = try await TransportKind.asyncHTTPClient.chain(timeout: Timing.stretch(.seconds(10)))
         for (path, name) in Self.cases {
             let response = try await chain.load(try APIRequest(.get, path: path, query: [URLQueryItem(name: name, value: value)]))
             #expect(response.status == .badRequest, "\(name)=\(value) on /\(path.joined(separator: "/")): \(response.status.code)")

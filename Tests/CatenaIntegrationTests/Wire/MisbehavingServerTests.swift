@@ -292,7 +292,8 @@ struct MisbehavingServerTests {
 
     @Test("a client Catena was not told decodes asks for identity; one that does not decode fails on unasked gzip")
     func undeclaredDecoding() async throws {
-        let decoding = AsyncHTTPClientTransport(client: AsyncHTTPClientTransport.forTestsClient, decodesCompression: false, timeout: Timing.stretch(.seconds(10)))
+        let decoding = AsyncHTTPClientTransport(
+            client: AsyncHTTPClientTransport.forTestsClient, decodesCompression: false, timeout: Timing.stretch(.seconds(10)))
         let base = try await TestServer.running().baseURL
         let users = try APIRequest(.get, baseURL: base, path: ["api", "users"], query: [URLQueryItem(name: "per_page", value: "12")])
         let response = try await decoding.load(users)

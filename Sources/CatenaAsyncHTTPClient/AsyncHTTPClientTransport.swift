@@ -50,10 +50,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     private let isShutDown = Atomic<Bool>(false)
     /// Whether the client decodes gzip and deflate, so requests may ask for them.
     private let decodesCompression: Bool
-    /// Whether buffered calls may take AsyncHTTPClient's delegate API (see
-    /// `sendGathered`): the client makes no spans of its own. The delegate API starts
-    /// its span on the event loop, outside the caller's trace, where it would become a
-    /// trace of its own; with a tracer, buffered calls keep `execute` + `collect`.
+    /// Whether calls may take AsyncHTTPClient's delegate API (see `sendGathered` and
+    /// `sendStreamedThroughDelegate`): the client makes no spans of its own. The
+    /// delegate API starts its span on the event loop, outside the caller's trace, where
+    /// it would become a trace of its own; with a tracer, calls keep `execute`.
     let gathersOnEventLoop: Bool
 
     /// Catena's default configuration: AsyncHTTPClient's defaults, redirects left to
@@ -210,7 +210,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// silences after it.
     public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
         try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
-            try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in try await sendStreaming(hop, timeout: left) }
+            try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in
+                gathersOnEventLoop && Self.streamsThroughDelegate(hop)
+                    ? try await sendStreamedThroughDelegate(hop, timeout: left) : try await sendStreaming(hop, timeout: left)
+            }
         }
     }
 
@@ -258,7 +261,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         return outgoing
     }
 
-    /// One exchange, no redirects followed, its body read as it arrives.
+    /// One exchange, no redirects followed, its body read as it arrives by a task of
+    /// its own. Only streamed calls the delegate path cannot take come here (a streamed
+    /// or watched request body, a client that traces); see `sendStreamedThroughDelegate`.
     private func sendStreaming(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
         let outgoing = try await outgoing(request)
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
@@ -290,9 +295,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let task = Task {
             do {
                 for try await chunk in body {
-                    // `.automatic` copies small slices: a few bytes must not pin a whole
-                    // read buffer while they wait in the window.
-                    guard await channel.send(Data(buffer: chunk, byteTransferStrategy: .automatic)) else { return }
+                    guard await channel.send(Data(bodyPart: chunk)) else { return }
                 }
                 channel.finish()
             } catch {

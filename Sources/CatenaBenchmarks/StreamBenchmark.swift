@@ -55,13 +55,18 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
         return (Double(size), peak)
     }
     print()
-    print("| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | peak resident MB (process, server included) | Catena / raw |")
-    print("|---|---:|---:|---:|")
-    print("| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(bytes.raw) / 1e6, 0)) | \(format(Double(bytes.rawPeak) / 1e6, 0)) | |")
     print(
-        "| `chain.stream` (environment, log, throttle, transport) | \(format(median(bytes.catena) / 1e6, 0)) | \(format(Double(bytes.catenaPeak) / 1e6, 0)) | \(bytes.ratioCell) |"
-    )
-    print("| resident before the first round | | \(format(Double(baseline) / 1e6, 0)) | |")
+        "| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | CPU s per GiB (process), median "
+            + "| peak resident MB (process, server included) | Catena / raw |")
+    print("|---|---:|---:|---:|---:|")
+    print(
+        "| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(bytes.raw) / 1e6, 0)) "
+            + "| \(format(median(bytes.rawCPU) * Double(size), 2)) | \(format(Double(bytes.rawPeak) / 1e6, 0)) | |")
+    print(
+        "| `chain.stream` (environment, log, throttle, transport) | \(format(median(bytes.catena) / 1e6, 0)) "
+            + "| \(format(median(bytes.catenaCPU) * Double(size), 2)) | \(format(Double(bytes.catenaPeak) / 1e6, 0)) "
+            + "| \(bytes.ratioCell); CPU \(bytes.cpuRatioCell) |")
+    print("| resident before the first round | | | \(format(Double(baseline) / 1e6, 0)) | |")
 
     // Server-sent events: 100,000 small events, decoded.
     let events = 100_000
@@ -89,10 +94,13 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
         return (Double(events), 0)
     }
     print()
-    print("| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median | Catena / raw |")
-    print("|---|---:|---:|")
-    print("| raw `HTTPClient.execute` + Catena's event parser on each chunk | \(format(median(rates.raw), 0)) | |")
-    print("| `chain.stream(…).serverSentEvents()` | \(format(median(rates.catena), 0)) | \(rates.ratioCell) |")
+    print("| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median | CPU µs per event, median | Catena / raw |")
+    print("|---|---:|---:|---:|")
+    print(
+        "| raw `HTTPClient.execute` + Catena's event parser on each chunk | \(format(median(rates.raw), 0)) | \(format(median(rates.rawCPU) * 1e6, 2)) | |")
+    print(
+        "| `chain.stream(…).serverSentEvents()` | \(format(median(rates.catena), 0)) | \(format(median(rates.catenaCPU) * 1e6, 2)) "
+            + "| \(rates.ratioCell); CPU \(rates.cpuRatioCell) |")
 
     try await client.shutdown()
     try await manyStreams(base: base)
@@ -103,6 +111,12 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
 struct AlternatingRates {
     var raw: [Double] = [], catena: [Double] = [], ratios: [Double] = []
     var rawPeak = 0, catenaPeak = 0
+    /// Process CPU seconds per unit moved (client and in-process server), each run's.
+    var rawCPU: [Double] = [], catenaCPU: [Double] = []
+
+    /// Catena's median CPU per unit over raw's: a figure the machine's noise moves less
+    /// than the rates (a run that waits for the scheduler spends no CPU waiting).
+    var cpuRatioCell: String { "\(format(median(catenaCPU) / median(rawCPU), 3)) ×" }
 
     /// The median ratio, bold, with the range over the rounds.
     var ratioCell: String {
@@ -121,9 +135,17 @@ func alternating(
         var rates: [String: Double] = [:]
         for (name, run) in round % 2 == 0 ? [("raw", raw), ("catena", catena)] : [("catena", catena), ("raw", raw)] {
             let start = ContinuousClock.now
+            let cpuStart = processCPUTime()
             let (units, peak) = try await measure(run)
             rates[name] = units / (ContinuousClock.now - start).seconds
-            if name == "raw" { result.rawPeak = max(result.rawPeak, peak) } else { result.catenaPeak = max(result.catenaPeak, peak) }
+            let cpu = (processCPUTime() - cpuStart).seconds / units
+            if name == "raw" {
+                result.rawPeak = max(result.rawPeak, peak)
+                result.rawCPU.append(cpu)
+            } else {
+                result.catenaPeak = max(result.catenaPeak, peak)
+                result.catenaCPU.append(cpu)
+            }
         }
         result.raw.append(rates["raw"]!)
         result.catena.append(rates["catena"]!)

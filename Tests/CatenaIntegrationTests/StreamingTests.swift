@@ -110,6 +110,33 @@ struct StreamingTests {
         await #expect(throws: CatenaError.self) { for try await _ in response.body {} }
     }
 
+    @Test("a stream's timeout covers its head only: a late head times out, a body that outlasts the timeout streams on", arguments: TransportKind.withHTTPS)
+    func headTimeout(kind: TransportKind) async throws {
+        let chain = try await kind.chain(timeout: Timing.stretch(.milliseconds(800)))
+        let late = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "delay", value: String(Timing.stretch(4.0)))])
+        let start = ContinuousClock.now
+        let error = await #expect(throws: CatenaError.self) { _ = try await chain.stream(late) }
+        #expect(error?.code == .timedOut)
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(3)), "it ended at its timeout, not when the server answered")
+        // Four parts 0.4 s apart: the body takes twice the timeout.
+        let response = try await chain.stream(try drip(chunks: 4, interval: Timing.stretch(0.4)))
+        #expect(try await response.collect().body == Data("....".utf8))
+    }
+
+    @Test("cancelling a stream that waits for its head ends it at once, cancelled", arguments: TransportKind.withHTTPS)
+    func cancelBeforeHead(kind: TransportKind) async throws {
+        let chain = try await kind.chain()
+        let request = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "delay", value: String(Timing.stretch(5.0)))])
+        let call = Task { try await chain.stream(request) }
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        call.cancel()
+        let result = await call.result
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(1)), "it did not wait for the server's head")
+        #expect(throws: CatenaError.self) { _ = try result.get() }
+        if case .failure(let error) = result { #expect((error as? CatenaError)?.code == .cancelled, "\(error)") }
+    }
+
     @Test("a body silent for longer than the idle timeout fails with timedOut", arguments: TransportKind.withHTTPS)
     func idleTimeout(kind: TransportKind) async throws {
         let chain = try await kind.chain()

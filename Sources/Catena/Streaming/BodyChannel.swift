@@ -161,33 +161,19 @@ package final class BodyChannel: Sendable {
     /// body went silent, `cancelled` when the reading task is cancelled (which ends
     /// the transfer).
     func next() async throws(CatenaError) -> Data? {
+        // A chunk already waiting is handed over without a continuation: a reader that
+        // keeps up with a fast producer finds one most of the time.
+        if !Task.isCancelled, let (chunk, room, writer) = state.withLock({ take(from: &$0) }) {
+            room?()
+            writer?.resume(returning: true)
+            return chunk
+        }
         do {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data?, any Error>) in
                     enum Now { case chunk(Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?), end(CatenaError?), cancelled, secondReader, wait }
                     let now = state.withLock { state -> Now in
-                        if state.head < state.chunks.count {
-                            let chunk = state.chunks[state.head]
-                            state.chunks[state.head] = Data()
-                            state.head += 1
-                            state.buffered -= chunk.count
-                            state.lastActivity = .now()
-                            if state.head == state.chunks.count || state.head > 64 {
-                                state.chunks.removeFirst(state.head)
-                                state.head = 0
-                            }
-                            var room: (@Sendable () -> Void)?
-                            var writer: CheckedContinuation<Bool, Never>?
-                            if state.buffered < window / 2 + 1 {
-                                if state.producerPaused {
-                                    state.producerPaused = false
-                                    room = state.onRoom
-                                }
-                                writer = state.writer
-                                state.writer = nil
-                            }
-                            return .chunk(chunk, room, writer)
-                        }
+                        if let (chunk, room, writer) = take(from: &state) { return .chunk(chunk, room, writer) }
                         if let end = state.end { return .end(end) }
                         if Task.isCancelled { return .cancelled }
                         // One reader: a second would strand the first one's wait.
@@ -221,6 +207,32 @@ package final class BodyChannel: Sendable {
         } catch {
             throw CatenaError(.cancelled, request: request, detail: "the task reading the streamed body was cancelled")
         }
+    }
+
+    /// Takes the oldest waiting chunk, with whoever should go on producing now that
+    /// there is room (a paused producer's `onRoom`, a waiting `send`).
+    private func take(from state: inout State) -> (Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?)? {
+        guard state.head < state.chunks.count else { return nil }
+        let chunk = state.chunks[state.head]
+        state.chunks[state.head] = Data()
+        state.head += 1
+        state.buffered -= chunk.count
+        state.lastActivity = .now()
+        if state.head == state.chunks.count || state.head > 64 {
+            state.chunks.removeFirst(state.head)
+            state.head = 0
+        }
+        var room: (@Sendable () -> Void)?
+        var writer: CheckedContinuation<Bool, Never>?
+        if state.buffered < window / 2 + 1 {
+            if state.producerPaused {
+                state.producerPaused = false
+                room = state.onRoom
+            }
+            writer = state.writer
+            state.writer = nil
+        }
+        return (chunk, room, writer)
     }
 
     /// Ends the body from the reader's side (or the idle timer's): the transfer is

@@ -182,12 +182,14 @@ let package = Package(
         .executableTarget(
             name: "CatenaAllocations",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer",
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -13,6 +13,8 @@ import AsyncHTTPClient
 import Catena
 import CatenaAsyncHTTPClient
 import CatenaDemoServer
+import CatenaOpenAPI
+import DemoUsersOpenAPI
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -20,13 +22,27 @@ import FoundationNetworking
 import Logging
 import MallocInterposerSwift
 import NIOCore
+import NIOFoundationCompat
 import NIOPosix
+import OpenAPIAsyncHTTPClient
 
 /// One way of making one call.
 struct Variant: Sendable {
     let group: String
     let name: String
+    /// What one call does: counts are per unit (a call, or an event of a stream).
+    var units = 1
+    /// Calls per round: `nil` for the command's `--calls`.
+    var calls: Int?
     let call: @Sendable () async throws -> Void
+
+    init(group: String, name: String, units: Int = 1, calls: Int? = nil, call: @escaping @Sendable () async throws -> Void) {
+        self.group = group
+        self.name = name
+        self.units = units
+        self.calls = calls
+        self.call = call
+    }
 }
 
 /// What one variant allocated per call.
@@ -81,8 +97,9 @@ enum CatenaAllocations {
         let base = URL(string: String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))!
         let userURL = base.appendingPathComponent("api/users/2")
 
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: AsyncHTTPClientTransport.defaultConfiguration)
-        let ahc = AsyncHTTPClientTransport(client: client)
+        let client = HTTPClient(
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
+        let ahc = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client)
         let quiet = Logger(label: "allocations") { _ in SwiftLogNoOpLogHandler() }
         let environmentOption = ServerEnvironment(baseURL: base)!
         let ahcChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> ahc
@@ -99,6 +116,21 @@ enum CatenaAllocations {
         let session = URLSession(configuration: configuration)
         let urlSession = URLSessionTransport(configuration: configuration)
         let urlSessionChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> urlSession
+
+        // Server-sent events: a stream of 1,000 small events per call, counted per event.
+        let events = 1000
+        let eventQuery = [URLQueryItem(name: "count", value: String(events)), URLQueryItem(name: "interval", value: "0")]
+        let eventURL = base.appending(path: "api/events").appending(queryItems: eventQuery)
+        let eventRequest = APIRequest(.get, url: eventURL)
+        let eventCalls = max(calls / 100, 10)
+        @Sendable func expect(_ count: Int) throws {
+            guard count == events else { throw CatenaError(.invalidResponse, request: eventRequest, detail: "\(count) of \(events) events") }
+        }
+
+        // OpenAPI: one generated client over the official transport and over Catena's bridge.
+        let official = DemoUsersOpenAPI.Client(
+            serverURL: base, transport: OpenAPIAsyncHTTPClient.AsyncHTTPClientTransport(configuration: .init(client: client)))
+        let bridged = DemoUsersOpenAPI.Client(serverURL: base, transport: CatenaClientTransport(ahc))
 
         let variants: [Variant] = [
             Variant(group: "buffered GET, AsyncHTTPClient", name: "raw: execute + collect") {
@@ -121,6 +153,31 @@ enum CatenaAllocations {
             Variant(group: "streamed GET, AsyncHTTPClient", name: "Catena transport: stream, body read chunk by chunk") {
                 for try await _ in try await ahc.stream(absolute).body {}
             },
+            Variant(
+                group: "server-sent event, AsyncHTTPClient", name: "raw: execute + Catena's event parser on each chunk (as Data, not copied)", units: events,
+                calls: eventCalls
+            ) {
+                let response = try await client.execute(HTTPClientRequest(url: eventURL.absoluteString), timeout: .seconds(30))
+                var parser = ServerSentEventParser()
+                var count = 0
+                for try await chunk in response.body {
+                    let (decoded, error) = parser.read(Data(buffer: chunk, byteTransferStrategy: .noCopy), request: eventRequest)
+                    if let error { throw error }
+                    count += decoded.count
+                }
+                try expect(count)
+            },
+            Variant(group: "server-sent event, AsyncHTTPClient", name: "Catena transport: stream(…).serverSentEvents()", units: events, calls: eventCalls) {
+                var count = 0
+                for try await _ in try await ahc.stream(eventRequest).serverSentEvents() { count += 1 }
+                try expect(count)
+            },
+            Variant(group: "OpenAPI getUser, AsyncHTTPClient", name: "raw: the official OpenAPIAsyncHTTPClient transport") {
+                guard try await official.getUser(path: .init(id: 2)).ok.body.json.data.id == 2 else { throw CatenaError(.invalidResponse, request: absolute) }
+            },
+            Variant(group: "OpenAPI getUser, AsyncHTTPClient", name: "CatenaClientTransport over AsyncHTTPClientTransport") {
+                guard try await bridged.getUser(path: .init(id: 2)).ok.body.json.data.id == 2 else { throw CatenaError(.invalidResponse, request: absolute) }
+            },
             Variant(group: "buffered GET, URLSession", name: "raw: data(for:)") {
                 _ = try await session.data(for: URLRequest(url: userURL))
             },
@@ -132,7 +189,7 @@ enum CatenaAllocations {
             },
         ]
 
-        print("Allocations per call: \(calls) sequential calls of GET /api/users/2 per round, median of 5 rounds;")
+        print("Allocations per call: \(calls) sequential calls of GET /api/users/2 per round (\(eventCalls) streams of \(events) events), median of 5 rounds;")
         print("the demo server in another process; counted with ordo-one/malloc-interposer (LD_PRELOAD).")
         print("date: \(Date().formatted(.iso8601))")
         print()
@@ -141,7 +198,7 @@ enum CatenaAllocations {
         var raw: Count?
         var group = ""
         for variant in variants {
-            let counted = try await count(variant, calls: calls)
+            let counted = try await count(variant, calls: variant.calls ?? calls)
             if variant.group != group {
                 group = variant.group
                 raw = counted
@@ -160,7 +217,7 @@ enum CatenaAllocations {
 
 /// The median over `rounds` rounds of `calls` calls each, counted between hook and unhook.
 func count(_ variant: Variant, calls: Int, rounds: Int = 5) async throws -> Count {
-    for _ in 0..<200 { try await variant.call() }
+    for _ in 0..<min(200, calls) { try await variant.call() }
     var allocations: [Double] = [], bytes: [Double] = []
     for _ in 0..<rounds {
         MallocInterposerSwift.reset()
@@ -168,8 +225,8 @@ func count(_ variant: Variant, calls: Int, rounds: Int = 5) async throws -> Coun
         for _ in 0..<calls { try await variant.call() }
         MallocInterposerSwift.unhook()
         let statistics = MallocInterposerSwift.getStatistics()
-        allocations.append(Double(statistics.mallocCount) / Double(calls))
-        bytes.append(Double(statistics.mallocBytesCount) / Double(calls))
+        allocations.append(Double(statistics.mallocCount) / Double(calls * variant.units))
+        bytes.append(Double(statistics.mallocBytesCount) / Double(calls * variant.units))
     }
     return Count(allocations: allocations.sorted()[rounds / 2], bytes: bytes.sorted()[rounds / 2])
 }

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// One server-sent event (WHATWG HTML, "Server-sent events", event stream
 /// interpretation).
@@ -70,6 +70,18 @@ package struct ServerSentEventParser: Sendable {
     /// The events completed by `bytes`, and the error that stopped the reading, if
     /// any (the events before it are still returned).
     package mutating func read(_ bytes: some Sequence<UInt8>, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
+        events(in: bytes, request: request)
+    }
+
+    /// ``read(_:request:)`` for a chunk as the transports hand it over. A concrete type,
+    /// so that a caller in another module (the benchmarks' raw baseline) runs the code
+    /// specialized here, as the event stream does, and not the generic one, which
+    /// allocated 39 times per event where this allocates 2.6 (CatenaAllocations).
+    package mutating func read(_ bytes: Data, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
+        events(in: bytes, request: request)
+    }
+
+    private mutating func events(in bytes: some Sequence<UInt8>, request: APIRequest) -> ([ServerSentEvent], CatenaError?) {
         var events: [ServerSentEvent] = []
         do {
             try feed(bytes, into: &events, request: request)

@@ -22,9 +22,9 @@ extension AsyncHTTPClientTransport {
         request.body.stream == nil && request[option: UploadProgress.self] == nil && request[option: DownloadDestination.self] == nil
     }
 
-    /// One exchange, no redirects followed, gathered on the event loop.
-    func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        let limit = request[option: MaximumResponseSize.self]
+    /// `request` as the delegate API takes it, its body (in memory) opened afresh;
+    /// `cancelled` when the calling task is.
+    func delegateRequest(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> HTTPClient.Request {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
@@ -33,9 +33,16 @@ extension AsyncHTTPClientTransport {
         } catch let error as CatenaError {
             throw error
         } catch {
-            throw Self.map(error, request: request, timeout: timeout, limit: limit)
+            throw Self.map(error, request: request, timeout: timeout, limit: .max)
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        return outgoing
+    }
+
+    /// One exchange, no redirects followed, gathered on the event loop.
+    func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+        let limit = request[option: MaximumResponseSize.self]
+        let outgoing = try await delegateRequest(request, timeout: timeout)
         let started = ContinuousClock.now
         let delegate = GatheringDelegate(transport: self, request: request, limit: limit)
         let task = client.execute(request: outgoing, delegate: delegate, deadline: NIODeadline.now() + TimeAmount(timeout))

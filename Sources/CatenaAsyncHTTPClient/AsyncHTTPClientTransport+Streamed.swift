@@ -25,17 +25,7 @@ extension AsyncHTTPClientTransport {
     /// arrives. `timeout` covers the time to the head; `StreamIdleTimeout` the silences
     /// after it.
     func sendStreamedThroughDelegate(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
-        let outgoing: HTTPClient.Request
-        do {
-            outgoing = try HTTPClient.Request(
-                url: try request.urlString(), method: HTTPMethod(rawValue: request.method.rawValue), headers: headers(for: request),
-                body: try await request.bodyData().map { .bytes($0) })
-        } catch let error as CatenaError {
-            throw error
-        } catch {
-            throw Self.map(error, request: request, timeout: timeout, limit: .max)
-        }
-        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        let outgoing = try await delegateRequest(request, timeout: timeout)
         let started = ContinuousClock.now
         let delegate = StreamingDelegate(transport: self, request: request, timeout: timeout)
         // No deadline for AsyncHTTPClient: its deadline would cover the body too, and a

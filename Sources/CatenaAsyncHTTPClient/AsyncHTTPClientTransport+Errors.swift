@@ -145,6 +145,9 @@ extension AsyncHTTPClientTransport {
             detail = "the connection closed before the response was complete"
         case .invalidURL, .emptyHost, .emptyScheme, .missingSocketPath:
             code = .invalidRequest
+        case .alreadyShutdown:
+            code = .invalidRequest
+            detail = "the transport's HTTPClient was shut down before this request"
         case .redirectLimitReached, .redirectCycleDetected, .bodyLengthMismatch, .identityCodingIncorrectlyPresent:
             code = .invalidResponse
             detail = "the response's framing is broken (\(clientError))"

@@ -196,10 +196,16 @@ struct AsyncHTTPClientLifecycleTests {
         #expect(response.status == .ok)
         try await transport.shutdown()
         try await transport.shutdown()
-        let error = await #expect(throws: CatenaError.self) {
-            try await transport.load(try APIRequest(.get, baseURL: try await TestServer.running().baseURL, path: ["api", "users", "1"]))
-        }
-        #expect(error != nil)
+        let request = try APIRequest(.get, baseURL: try await TestServer.running().baseURL, path: ["api", "users", "1"])
+        let error = await #expect(throws: CatenaError.self) { try await transport.load(request) }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.detail?.contains("shut down") == true, "\(String(describing: error))")
+        // A stream fails at once too: AsyncHTTPClient fails such a task without a word to
+        // its delegate, and the head's 60 s deadline must not be what ends it.
+        let start = ContinuousClock.now
+        let streamError = await #expect(throws: CatenaError.self) { _ = try await transport.stream(request) }
+        #expect(streamError?.code == .invalidRequest)
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(5)))
     }
 
     @Test("withTransport shuts the client down after the body, also when it throws")

@@ -15,25 +15,37 @@ extension AsyncHTTPClientTransport {
         _ request: APIRequest, within left: Duration, _ attempt: (Duration) async throws(CatenaError) -> Answer
     ) async throws(CatenaError) -> Answer {
         let start = ContinuousClock.now
-        var attempts = 1
-        // What the server answered this request says more than a pooled connection that
-        // turned out closed: after the last attempt, a framing error wins over it.
-        var answered: CatenaError?
+        var failures: [CatenaError] = []
         while true {
             do throws(CatenaError) {
                 return try await attempt(left - (ContinuousClock.now - start))
             } catch  where mayResend(request, after: error) {
-                if answered == nil, error.code != .connectionLost { answered = error }
-                guard attempts < attemptsBeforeAnyHead else { throw answered ?? error }
+                failures.append(error)
+                guard failures.count < attemptsBeforeAnyHead else { throw mostTelling(failures) }
                 guard left - (ContinuousClock.now - start) > .zero else {
                     throw CatenaError(
                         .timedOut, request: request, underlyingError: error,
                         detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
                 }
-                attempts += 1
                 request.report(.resent(after: error.code))
             }
         }
+    }
+
+    /// The failure that says most about the server's answer to this request, of
+    /// attempts that all failed before a head: the code most of them ended with, the
+    /// latest of a tie. Any one attempt may have drawn a pooled connection that another
+    /// response left broken (its bytes then fail to parse) or that the server had closed,
+    /// and each such connection closes on its failure: a server that answers this request
+    /// with garbage, or by closing the connection, does so on most attempts.
+    static func mostTelling(_ failures: [CatenaError]) -> CatenaError {
+        var best = failures[failures.count - 1]
+        var bestCount = 0
+        for candidate in failures.reversed() {
+            let count = failures.count { $0.code == candidate.code }
+            if count > bestCount { (best, bestCount) = (candidate, count) }
+        }
+        return best
     }
 
     /// How many times an idempotent request is sent when every attempt fails before

@@ -37,7 +37,9 @@ extension AsyncHTTPClientTransport {
     /// latest of a tie. Any one attempt may have drawn a pooled connection that another
     /// response left broken (its bytes then fail to parse) or that the server had closed,
     /// and each such connection closes on its failure: a server that answers this request
-    /// with garbage, or by closing the connection, does so on most attempts.
+    /// with garbage, or by closing the connection, does so on most attempts. Two such
+    /// leftovers drawn by one call outvote the server's answer; nothing AsyncHTTPClient
+    /// reports tells a reused connection from a new one.
     static func mostTelling(_ failures: [CatenaError]) -> CatenaError {
         var best = failures[failures.count - 1]
         var bestCount = 0

@@ -115,7 +115,10 @@ struct MisbehavingServerTests {
         let server = try await FaultServer.running()
         let transport = kind.make(timeout: .seconds(30))
         await withTaskGroup(of: Void.self) { group in
-            for fault in Self.faults + Self.faults {
+            // One 204 with stray bytes, not two: a call that draws both connections they
+            // break sees the same parse error twice of three attempts, the answer a
+            // server sending garbage gives, and nothing on the wire tells them apart.
+            for fault in Self.faults + Self.faults.filter({ $0 != .noContentWithBody }) {
                 // All faults at once end on corelibs' one delegate queue, which cancelling
                 // a task there used to hold up (4.3 s for a 1 s timeout, with the whole
                 // suite running): the same margin as on AsyncHTTPClient now.
@@ -180,20 +183,35 @@ struct MisbehavingServerTests {
         arguments: TransportKind.allCases, [MisbehavingServer.Fault.closeEarly, .garbage, .ok])
     func brokenConnectionThenFault(kind: TransportKind, fault: MisbehavingServer.Fault) async throws {
         let server = try await FaultServer.running()
-        let transport = kind.make(timeout: .seconds(30))
-        // More calls than the pool has connections (8 per host): a call that waits is
-        // handed the connection the moment the 204 ends, before its stray bytes are read,
-        // and fails to parse them. Sent again, it meets the server's own answer.
+        // On AsyncHTTPClient, one connection per host: the calls wait in line, and the
+        // one after the 204 is handed its connection the moment the 204 ends, before the
+        // stray bytes are read. It fails to parse them and, sent again, meets the
+        // server's own answer. (libcurl closes such a connection itself.)
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 1
+        let owned = kind == .asyncHTTPClient ? AsyncHTTPClientTransport(configuration: configuration, timeout: .seconds(30)) : nil
+        let transport = owned ?? kind.make(timeout: .seconds(30))
+        let resentAfterGarble = Locked(0)
         for round in 0..<5 {
             await withTaskGroup(of: Void.self) { group in
                 for index in 0..<13 {
                     let sent = index == 0 ? MisbehavingServer.Fault.noContentWithBody : fault
+                    var request = faultRequest(sent, on: server)
+                    request.observe(
+                        CallObserver { event in
+                            if case .resent(after: .invalidResponse) = event { resentAfterGarble.withLock { $0 += 1 } }
+                        })
                     group.addTask {
-                        await expectOutcome(transport, faultRequest(sent, on: server), sent.expected, "\(kind) \(sent), round \(round)")
+                        await expectOutcome(transport, request, sent.expected, "\(kind) \(sent), round \(round)")
                     }
                 }
             }
         }
+        if owned != nil, fault != .garbage {
+            // The case under test happened: a call met the stray bytes and was sent again.
+            #expect(resentAfterGarble.withLock { $0 } > 0)
+        }
+        try await owned?.shutdown()
     }
 
     @Test(
@@ -416,7 +434,10 @@ struct ResendBeforeHeadTests {
             ([CatenaError.Code.connectionLost, .invalidResponse, .invalidResponse], CatenaError.Code.invalidResponse),
             ([.invalidResponse, .connectionLost, .connectionLost], .connectionLost),
             ([.invalidResponse, .connectionLost, .invalidResponse], .invalidResponse),
+            ([.invalidResponse, .invalidResponse, .connectionLost], .invalidResponse),
             ([.connectionLost, .connectionLost, .connectionLost], .connectionLost),
+            // (Not from AsyncHTTPClient, whose failures before a head are those two codes.)
+            ([.connectionLost, .invalidResponse, .timedOut], .timedOut),
         ])
     func mostAttemptsDecide(codes: [CatenaError.Code], expected: CatenaError.Code) async throws {
         let request = APIRequest(.get, url: URL(string: "http://127.0.0.1:9/x")!)

@@ -47,6 +47,9 @@ final class URLSessionCall: Sendable {
         var cancelled = false
         var response: HTTPURLResponse?
         var body = Data()
+        /// The body's declared length when it arrives as sent (no coding) and is held in
+        /// memory: the call is answered when the last of those bytes arrives.
+        var declaredLength: Int?
         var writer: DownloadWriter?
         var challenged = false
         /// A streamed call's body, once its head went to the caller.
@@ -84,10 +87,8 @@ final class URLSessionCall: Sendable {
 
     /// Takes the caller's continuation and arms the deadline, unless the caller was
     /// cancelled already (it is then answered at once). Then makes the task with
-    /// `makeTask` and starts it on the session's call queue, never on the caller's
-    /// thread: corelibs makes and resumes a task inside its session's work queue, which
-    /// a compression bomb holds for seconds, and a caller blocked there holds a thread
-    /// of the cooperative pool (50 hostile calls at once took 70 s, 3 s timeouts).
+    /// `makeTask` and starts it (see ``URLSessionRouter/start(_:)``: on the caller's
+    /// thread only when no task of Catena's is in flight).
     func start(
         continuation: CheckedContinuation<Outcome, any Error>, makeTask: @escaping @Sendable () -> URLSessionTask
     ) {
@@ -107,7 +108,7 @@ final class URLSessionCall: Sendable {
             continuation.resume(throwing: stopped)
             return
         }
-        router.onCallQueue { [self] in
+        router.start { [self] in
             let task = makeTask()
             // Registered before anything can complete it, so no callback finds it missing.
             router.register(self, for: task)
@@ -203,6 +204,11 @@ final class URLSessionCall: Sendable {
                 try Self.checkFraming(http, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
             } catch {
                 return (false, error, nil)
+            }
+            if !bodiless, !downloads, streaming == nil, http.expectedContentLength > 0,
+                http.value(forHTTPHeaderField: "Content-Encoding") == nil
+            {
+                state.declaredLength = Int(http.expectedContentLength)
             }
             return (false, nil, downloads ? http : nil)
         }
@@ -320,17 +326,36 @@ final class URLSessionCall: Sendable {
         }
         let request = request
         let limit = limit
-        let (writer, overLimit) = state.withLock { state -> (DownloadWriter?, Bool) in
-            guard state.continuation != nil else { return (nil, false) }
-            if let writer = state.writer { return (writer, false) }
+        typealias Finished = (CheckedContinuation<Outcome, any Error>, Outcome, URLSessionTask?)
+        let (writer, overLimit, finished) = state.withLock { state -> (DownloadWriter?, Bool, Finished?) in
+            guard state.continuation != nil else { return (nil, false, nil) }
+            if let writer = state.writer { return (writer, false, nil) }
             // Counted as the bytes arrive (decoded, when the body was compressed), so a
             // small compressed body cannot grow into gigabytes before anyone looks.
             guard state.body.count + data.count <= limit else {
                 state.body = Data()
-                return (nil, true)
+                return (nil, true, nil)
             }
             state.body.append(data)
-            return (nil, false)
+            guard state.body.count == state.declaredLength, let continuation = state.continuation, let response = state.response else {
+                return (nil, false, nil)
+            }
+            state.continuation = nil
+            state.timer?.cancel()
+            state.timer = nil
+            state.phase = .completed
+            let task = state.task
+            state.task = nil
+            return (nil, false, (continuation, Outcome(response: response, body: state.body, timing: state.timing(bodyEnded: .now)), task))
+        }
+        if let (continuation, outcome, task) = finished {
+            // All the declared bytes are here, none of them to inflate: the caller is
+            // answered now, not a turn of the delegate queue later when corelibs reports
+            // the task complete, and the task no longer counts as in flight (what still
+            // comes for it finds no call and is dropped).
+            if let task { router.unregister(task) }
+            continuation.resume(returning: outcome)
+            return
         }
         if overLimit {
             // Answered now: libcurl may go on inflating a compressed body for seconds

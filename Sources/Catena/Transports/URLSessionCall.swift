@@ -6,8 +6,8 @@ import FoundationNetworking
 
 /// One exchange on a Catena session: its body, its deadline and its cancellation.
 ///
-/// The continuation is resumed exactly once: by the task's completion, or earlier by
-/// the caller's cancellation or the deadline.
+/// The continuation is resumed exactly once: by the task's completion or the last byte
+/// of a body of declared length, or earlier by the caller's cancellation or the deadline.
 ///
 /// corelibs aborts the process when a task is cancelled between receiving a redirect
 /// and getting the delegate's answer ("Received callback for HTTP redirection, but
@@ -205,8 +205,13 @@ final class URLSessionCall: Sendable {
             } catch {
                 return (false, error, nil)
             }
-            if !bodiless, !downloads, streaming == nil, http.expectedContentLength > 0,
-                http.value(forHTTPHeaderField: "Content-Encoding") == nil
+            // Only a final head's length, only a body that arrives as sent (no coding, no
+            // chunked framing, which outranks a Content-Length), and not while a request
+            // body may still be going out.
+            state.declaredLength = nil
+            if http.statusCode >= 200, !bodiless, !downloads, streaming == nil, request.body.isEmpty, state.body.isEmpty,
+                http.expectedContentLength > 0, http.value(forHTTPHeaderField: "Content-Encoding") == nil,
+                http.value(forHTTPHeaderField: "Transfer-Encoding") == nil
             {
                 state.declaredLength = Int(http.expectedContentLength)
             }

@@ -15,8 +15,9 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let calls = Locked<[Int: URLSessionCall]>([:])
     private let callQueue = DispatchQueue(label: "Catena URLSession calls")
     /// Catena's tasks in this process, from their start until corelibs reports them
-    /// complete (a cancelled bomb's libcurl call included): every session's work queue
-    /// runs on one serial queue of corelibs'.
+    /// complete (a cancelled bomb's libcurl call included) or their body of declared
+    /// length, nothing to inflate, has all arrived; and a start on a caller's thread
+    /// while it runs. Every session's work queue runs on one serial queue of corelibs'.
     private static let tasksInFlight = Locked(0)
 
     /// Runs `work` (making and starting a task) on the session's serial call queue, or
@@ -33,11 +34,16 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// held up by, and the task starts as one made by `data(for:)` does: the hop to the
     /// call queue was a twentieth of a sequential call's time on loopback.
     func start(_ work: @escaping @Sendable () -> Void) {
-        if Self.tasksInFlight.withLock({ $0 }) == 0 {
-            work()
-        } else {
-            callQueue.async(execute: work)
+        // Counted in before it runs, so that no task of ours can start meanwhile and hold
+        // the work queue this thread is about to wait in.
+        let here = Self.tasksInFlight.withLock { count in
+            guard count == 0 else { return false }
+            count += 1
+            return true
         }
+        guard here else { return callQueue.async(execute: work) }
+        work()
+        Self.tasksInFlight.withLock { $0 -= 1 }
     }
 
     /// Cancels `task` on the call queue, without waiting.

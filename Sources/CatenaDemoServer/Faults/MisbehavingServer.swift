@@ -71,6 +71,10 @@ public final class MisbehavingServer: Sendable {
         case redirectLoop = "redirect-loop"
         /// `100 Continue` and `103 Early Hints` before a 200.
         case interim
+        /// A `103 Early Hints` that carries `Content-Length: 4`, then a 200 whose chunked
+        /// body (``okBody``) comes in two writes 50 ms apart, the first 4 bytes long: a
+        /// client that keeps the interim head's length cuts the body there.
+        case interimLength = "interim-length"
         /// A 204 followed by body bytes (which break the next response on a reused connection).
         case noContentWithBody = "no-content-with-body"
         /// A 401 with `WWW-Authenticate: Basic`.
@@ -316,6 +320,19 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         case .interim:
             write("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
             respond("200 OK")
+        case .interimLength:
+            done = true
+            let body = Array(MisbehavingServer.okBody.utf8)
+            write("HTTP/1.1 103 Early Hints\r\nContent-Length: 4\r\n\r\n")
+            write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+            write("4\r\n" + String(decoding: body[..<4], as: UTF8.self) + "\r\n")
+            let rest = String(decoding: body[4...], as: UTF8.self)
+            let channel = channel
+            channel.eventLoop.scheduleTask(in: .milliseconds(50)) {
+                channel.writeAndFlush(ByteBuffer(string: String(rest.utf8.count, radix: 16) + "\r\n" + rest + "\r\n0\r\n\r\n")).whenComplete { _ in
+                    channel.close(promise: nil)
+                }
+            }
         case .noContentWithBody:
             write("HTTP/1.1 204 No Content\r\n\r\nthese bytes do not belong here")
         case .basicChallenge:

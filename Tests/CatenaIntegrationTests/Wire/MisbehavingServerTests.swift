@@ -33,7 +33,7 @@ extension MisbehavingServer.Fault {
     var expected: Expected {
         switch self {
         // (identity, gzip: libcurl decodes it, NIO does not; a test of its own.)
-        case .ok, .gzip, .interim, .identityGzip: .status(200)
+        case .ok, .gzip, .interim, .interimLength, .identityGzip: .status(200)
         case .noContentWithBody: .status(204)
         case .truncated, .reset, .closeEarly, .cutAfterApply: .error(.connectionLost)
         case .garbage, .hugeHead, .badChunked, .badGzip, .twoLengths, .endless, .redirectLoop: .error(.invalidResponse)
@@ -166,6 +166,14 @@ struct MisbehavingServerTests {
         // under ThreadSanitizer's small bomb).
         let finished = ContinuousClock.now - start
         #expect(Timing.isThreadSanitized || answered < finished / 2, "answered after \(answered), libcurl done after \(finished)")
+    }
+
+    @Test("an interim head's Content-Length is not the final body's: the whole chunked body arrives", arguments: TransportKind.allCases)
+    func interimLength(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        let response = try await kind.make(timeout: .seconds(30)).load(faultRequest(.interimLength, on: server))
+        #expect(response.status == .ok)
+        #expect(String(decoding: response.body, as: UTF8.self) == MisbehavingServer.okBody)
     }
 
     @Test("a response with body bytes where none belong does not fail the next request", arguments: TransportKind.allCases)

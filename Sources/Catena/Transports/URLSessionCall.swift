@@ -205,13 +205,12 @@ final class URLSessionCall: Sendable {
             } catch {
                 return (false, error, nil)
             }
-            // Only a final head's length, only a body that arrives as sent (no coding, no
-            // chunked framing, which outranks a Content-Length), and not while a request
-            // body may still be going out.
+            // Only a final head's length, only a body that arrives as sent (no coding;
+            // a length beside chunked framing failed above), and not while a request body
+            // may still be going out.
             state.declaredLength = nil
             if http.statusCode >= 200, !bodiless, !downloads, streaming == nil, request.body.isEmpty, state.body.isEmpty,
-                http.expectedContentLength > 0, http.value(forHTTPHeaderField: "Content-Encoding") == nil,
-                http.value(forHTTPHeaderField: "Transfer-Encoding") == nil
+                http.expectedContentLength > 0, http.value(forHTTPHeaderField: "Content-Encoding") == nil
             {
                 state.declaredLength = Int(http.expectedContentLength)
             }
@@ -257,6 +256,12 @@ final class URLSessionCall: Sendable {
             return codings == ["gzip"] || codings == ["deflate"]
         }
         guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
+        // Both framings at once may be an attempt at response splitting (RFC 9112, section
+        // 6.3), refused as NIO's parser refuses it on AsyncHTTPClient.
+        guard response.value(forHTTPHeaderField: "Transfer-Encoding") == nil else {
+            throw CatenaError(
+                .invalidResponse, request: request, detail: "the response has both a Content-Length and a Transfer-Encoding")
+        }
         let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
         guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
             let length = Int64(text)

@@ -75,6 +75,11 @@ public final class MisbehavingServer: Sendable {
         /// body (``okBody``) comes in two writes 50 ms apart, the first 4 bytes long: a
         /// client that keeps the interim head's length cuts the body there.
         case interimLength = "interim-length"
+        /// A 200 with both `Content-Length: 4` and chunked framing, whose chunked body
+        /// (``okBody``) comes as in ``interimLength``: a sign of response splitting that a
+        /// client ought to treat as an error (RFC 9112, section 6.3); one that took the
+        /// length would cut the body.
+        case chunkedWithLength = "chunked-with-length"
         /// A 204 followed by body bytes (which break the next response on a reused connection).
         case noContentWithBody = "no-content-with-body"
         /// A 401 with `WWW-Authenticate: Basic`.
@@ -320,11 +325,12 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
         case .interim:
             write("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
             respond("200 OK")
-        case .interimLength:
+        case .interimLength, .chunkedWithLength:
             done = true
             let body = Array(MisbehavingServer.okBody.utf8)
-            write("HTTP/1.1 103 Early Hints\r\nContent-Length: 4\r\n\r\n")
-            write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+            let length = "Content-Length: 4\r\n"
+            write("HTTP/1.1 103 Early Hints\r\n\(fault == .interimLength ? length : "")\r\n")
+            write("HTTP/1.1 200 OK\r\n\(fault == .chunkedWithLength ? length : "")Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
             write("4\r\n" + String(decoding: body[..<4], as: UTF8.self) + "\r\n")
             let rest = String(decoding: body[4...], as: UTF8.self)
             let channel = channel

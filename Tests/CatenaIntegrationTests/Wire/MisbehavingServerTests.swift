@@ -36,7 +36,7 @@ extension MisbehavingServer.Fault {
         case .ok, .gzip, .interim, .interimLength, .identityGzip: .status(200)
         case .noContentWithBody: .status(204)
         case .truncated, .reset, .closeEarly, .cutAfterApply: .error(.connectionLost)
-        case .garbage, .hugeHead, .badChunked, .badGzip, .twoLengths, .endless, .redirectLoop: .error(.invalidResponse)
+        case .garbage, .hugeHead, .badChunked, .badGzip, .twoLengths, .chunkedWithLength, .endless, .redirectLoop: .error(.invalidResponse)
         case .gzipBomb, .hugeGzipBomb, .largeGzipBomb: .error(.invalidResponse)
         // Never compressed bytes handed over as the body: an encoding no transport decodes fails.
         case .brotli, .layeredCoding: .error(.invalidResponse)

@@ -49,6 +49,17 @@ struct Variant: Sendable {
 struct Count {
     var allocations: Double
     var bytes: Double
+    /// This process's CPU time (user + system) per unit, in µs, in rounds without counting:
+    /// the server's is not in it, as it runs in a process of its own.
+    var cpu: Double
+}
+
+/// User + system CPU time of this process so far, in µs.
+func processCPU() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func micros(_ time: timeval) -> Double { Double(time.tv_sec) * 1e6 + Double(time.tv_usec) }
+    return micros(usage.ru_utime) + micros(usage.ru_stime)
 }
 
 @main
@@ -137,6 +148,11 @@ enum CatenaAllocations {
                 let response = try await client.execute(HTTPClientRequest(url: userURL.absoluteString), timeout: .seconds(30))
                 _ = try await response.body.collect(upTo: 1 << 20)
             },
+            Variant(group: "buffered GET, AsyncHTTPClient", name: "raw: delegate API (ResponseAccumulator), the API Catena's path is built on") {
+                let outgoing = try HTTPClient.Request(url: userURL.absoluteString)
+                _ = try await client.execute(request: outgoing, delegate: ResponseAccumulator(request: outgoing), deadline: .now() + .seconds(30))
+                    .futureResult.get()
+            },
             Variant(group: "buffered GET, AsyncHTTPClient", name: "Catena transport (delegate path)") {
                 _ = try await ahc.load(absolute)
             },
@@ -193,19 +209,23 @@ enum CatenaAllocations {
         print("the demo server in another process; counted with ordo-one/malloc-interposer (LD_PRELOAD).")
         print("date: \(Date().formatted(.iso8601))")
         print()
-        print("| workload | variant | allocations per call | bytes allocated per call | allocations / raw |")
-        print("|---|---|---:|---:|---:|")
+        print("| workload | variant | allocations per call | bytes allocated per call | allocations / raw | client CPU µs per call | CPU / raw |")
+        print("|---|---|---:|---:|---:|---:|---:|")
         var raw: Count?
         var group = ""
-        for variant in variants {
+        // `--only TEXT`: the variants whose name or group contains it (for a profiler's run).
+        let only = arguments.firstIndex(of: "--only").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+        for variant in variants where only.map({ variant.name.contains($0) || variant.group.contains($0) }) ?? true {
             let counted = try await count(variant, calls: variant.calls ?? calls)
             if variant.group != group {
                 group = variant.group
                 raw = counted
             }
+            let isRaw = variant.name.hasPrefix("raw")
             let ratio = raw.map { String(format: "%.2f ×", counted.allocations / $0.allocations) } ?? ""
+            let cpuRatio = raw.map { String(format: "%.2f ×", counted.cpu / $0.cpu) } ?? ""
             print(
-                "| \(variant.group) | \(variant.name) | \(String(format: "%.1f", counted.allocations)) | \(String(format: "%.0f", counted.bytes)) | \(variant.name.hasPrefix("raw") ? "" : ratio) |"
+                "| \(variant.group) | \(variant.name) | \(String(format: "%.1f", counted.allocations)) | \(String(format: "%.0f", counted.bytes)) | \(isRaw ? "" : ratio) | \(String(format: "%.1f", counted.cpu)) | \(isRaw ? "" : cpuRatio) |"
             )
         }
         try await client.shutdown()
@@ -218,8 +238,11 @@ enum CatenaAllocations {
 /// The median over `rounds` rounds of `calls` calls each, counted between hook and unhook.
 func count(_ variant: Variant, calls: Int, rounds: Int = 5) async throws -> Count {
     for _ in 0..<min(200, calls) { try await variant.call() }
-    var allocations: [Double] = [], bytes: [Double] = []
+    var allocations: [Double] = [], bytes: [Double] = [], cpu: [Double] = []
     for _ in 0..<rounds {
+        let before = processCPU()
+        for _ in 0..<calls { try await variant.call() }
+        cpu.append((processCPU() - before) / Double(calls * variant.units))
         MallocInterposerSwift.reset()
         MallocInterposerSwift.hook()
         for _ in 0..<calls { try await variant.call() }
@@ -228,5 +251,5 @@ func count(_ variant: Variant, calls: Int, rounds: Int = 5) async throws -> Coun
         allocations.append(Double(statistics.mallocCount) / Double(calls * variant.units))
         bytes.append(Double(statistics.mallocBytesCount) / Double(calls * variant.units))
     }
-    return Count(allocations: allocations.sorted()[rounds / 2], bytes: bytes.sorted()[rounds / 2])
+    return Count(allocations: allocations.sorted()[rounds / 2], bytes: bytes.sorted()[rounds / 2], cpu: cpu.sorted()[rounds / 2])
 }

@@ -317,7 +317,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         guard (100...999).contains(Int(status.code)) else {
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(status.code) is not a valid HTTP status")
         }
-        if let declared = headers["Content-Length"] as [String]?, Set(declared).count > 1 {
+        if let declared = headers["Content-Length"] as [String]?, declared.count > 1, Set(declared).count > 1 {
             throw CatenaError(
                 .invalidResponse, request: request,
                 detail: "the response has \(declared.count) different Content-Length fields")

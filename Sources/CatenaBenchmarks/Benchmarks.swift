@@ -187,6 +187,7 @@ enum Benchmarks {
         configuration.httpShouldSetCookies = false
         configuration.httpMaximumConnectionsPerHost = settings.inFlight
         let rawSession = URLSession(configuration: configuration)
+        let gatheringSession = GatheringSession(configuration: configuration)
         let urlSessionAlone = URLSessionTransport(configuration: configuration)
         let urlSessionChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> urlSessionAlone
         let absolute = try APIRequest(.get, baseURL: base, path: ["api", "users", "2"])
@@ -221,6 +222,16 @@ enum Benchmarks {
                     let response = try await ahcAlone.load(absoluteWithProgress).validateStatus()
                     if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
                 },
+                // What AsyncHTTPClient's delegate API costs by itself, the API Catena's
+                // buffered path is built on: its own gathering delegate, no Catena.
+                Variant(name: "raw AsyncHTTPClient, delegate API (ResponseAccumulator)") { decode in
+                    let outgoing = try HTTPClient.Request(url: userURL.absoluteString)
+                    let task = rawClient.execute(
+                        request: outgoing, delegate: ResponseAccumulator(request: outgoing), deadline: .now() + .seconds(30))
+                    let response = try await task.futureResult.get()
+                    guard response.status == .ok, let body = response.body else { throw BenchmarkError.status(Int(response.status.code)) }
+                    if decode { _ = try decoder.decode(SingleUser.self, from: body) }
+                },
             ],
             [
                 Variant(name: "raw URLSession") { decode in
@@ -235,6 +246,13 @@ enum Benchmarks {
                 Variant(name: "Catena chain (log + environment)") { decode in
                     let response = try await urlSessionChain.load(request).validateStatus()
                     if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+                },
+                // What corelibs' delegate path costs by itself, the path Catena's Linux
+                // fixes need: a session delegate gathering the body, no Catena.
+                Variant(name: "raw URLSession, session delegate (data task, no Catena)") { decode in
+                    let (data, status) = try await gatheringSession.data(for: URLRequest(url: userURL))
+                    guard status == 200 else { throw BenchmarkError.status(status) }
+                    if decode { _ = try decoder.decode(SingleUser.self, from: data) }
                 },
             ],
         ]
@@ -280,7 +298,51 @@ enum Benchmarks {
 
         try await rawClient.shutdown()
         rawSession.invalidateAndCancel()
+        gatheringSession.session.invalidateAndCancel()
         await server.stop()
+    }
+}
+
+/// The smallest delegate-driven use of URLSession: a session delegate that gathers each
+/// data task's body and answers its caller on completion. The baseline for what corelibs'
+/// delegate callbacks cost next to `data(for:)`, apart from anything Catena does.
+struct GatheringSession: Sendable {
+    private final class Delegate: NSObject, URLSessionDataDelegate, Sendable {
+        struct Pending {
+            var continuation: CheckedContinuation<(Data, Int), any Error>
+            var body = Data()
+        }
+
+        let pending = Locked<[Int: Pending]>([:])
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+            pending.withLock { $0[dataTask.taskIdentifier]?.body.append(data) }
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+            guard let done = pending.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+            if let error {
+                done.continuation.resume(throwing: error)
+            } else {
+                done.continuation.resume(returning: (done.body, (task.response as? HTTPURLResponse)?.statusCode ?? -1))
+            }
+        }
+    }
+
+    private let delegate = Delegate()
+    let session: URLSession
+
+    init(configuration: URLSessionConfiguration) {
+        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    /// The body and status of `request`.
+    func data(for request: URLRequest) async throws -> (Data, Int) {
+        try await withCheckedThrowingContinuation { continuation in
+            let task = session.dataTask(with: request)
+            delegate.pending.withLock { $0[task.taskIdentifier] = Delegate.Pending(continuation: continuation) }
+            task.resume()
+        }
     }
 }
 

@@ -106,6 +106,39 @@ struct RequestTests {
         #expect(portError?.detail?.contains("port 70000") == true)
     }
 
+    @Test("hosts of random characters: valid exactly when a scalar-by-scalar rule says so, and then sent as they are", arguments: 0..<3)
+    func randomHosts(round: Int) throws {
+        // The rule, spelled out slowly: an IPv6 address is ASCII hex digits, ":" and ".";
+        // a name has no whitespace (Unicode's included), no control and no URL delimiter.
+        func valid(_ host: String) -> Bool {
+            guard !host.isEmpty else { return false }
+            if host.unicodeScalars.contains(":") { return host.unicodeScalars.allSatisfy { "0123456789abcdefABCDEF:.".unicodeScalars.contains($0) } }
+            return host.unicodeScalars.allSatisfy {
+                !$0.properties.isWhitespace && $0.value > 0x20 && $0.value != 0x7F && !"/?#@\\<>\"{}|^`%[]:".unicodeScalars.contains($0)
+            }
+        }
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let pieces = [
+            "a", "Z", "0", "f", "F", "g", ".", "-", ":", "::1", "example.com", " ", "\t", "\u{0}", "\u{7F}", "/", "?", "#", "@", "%", "[", "]",
+            "\\", "ü", "中", "\u{A0}", "\u{2003}", "\u{3000}", "\u{85}", "\u{FF11}", "e\u{301}", "😀",
+        ]
+        var base = try APIRequest(.get, urlString: "http://example.com/x")
+        var accepted = 0
+        for _ in 0..<2000 {
+            let host = (0..<Int(generator.next() % 6)).map { _ in pieces[Int(generator.next() % UInt64(pieces.count))] }.joined()
+            base.host = host
+            let url = try? base.urlString()
+            #expect((url != nil) == valid(host), "seed \(seed): host \(host.unicodeScalars.map { String($0.value, radix: 16) })")
+            if let url {
+                accepted += 1
+                let authority = host.contains(":" as Character) ? "[\(host)]" : host
+                #expect(url == "http://\(authority)/x", "seed \(seed)")
+            }
+        }
+        #expect(accepted > 100, "seed \(seed): only \(accepted) valid hosts drawn")
+    }
+
     @Test("secret query values are redacted in descriptions")
     func descriptionRedactsSecrets() throws {
         let request = try APIRequest(.get, urlString: "https://api.example.com/photos?api_key=ABC123&page=2&Token=XYZ")

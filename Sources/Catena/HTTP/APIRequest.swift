@@ -225,13 +225,7 @@ public struct APIRequest: Sendable {
         guard let scheme, scheme == "http" || scheme == "https" else {
             throw CatenaError(.invalidRequest, request: self, detail: "scheme \(scheme.map { "\"\($0)\"" } ?? "missing"): only http and https are supported")
         }
-        let validHost =
-            host.contains(":")
-            ? host.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
-            : host.unicodeScalars.allSatisfy {
-                !$0.properties.isWhitespace && $0.value > 0x20 && $0.value != 0x7F && !"/?#@\\<>\"{}|^`%[]:".unicodeScalars.contains($0)
-            }
-        guard validHost else {
+        guard Self.isValidHost(host) else {
             throw CatenaError(.invalidRequest, request: self, detail: "host \"\(host)\" contains characters a host name cannot have")
         }
         if let port, !(1...65535).contains(port) {
@@ -239,14 +233,71 @@ public struct APIRequest: Sendable {
         }
     }
 
+    /// Whether `host` can go into a URL as it is: an IPv6 address (ASCII hex digits, ":"
+    /// and "." only), or a name without whitespace, controls or a character that would end
+    /// or change the URL's authority. Checked on every call a transport sends, so on the
+    /// host's bytes; only a name with non-ASCII letters takes the slower walk over its
+    /// scalars, which also knows Unicode's whitespace.
+    static func isValidHost(_ host: String) -> Bool {
+        let bytes = host.utf8
+        if bytes.contains(UInt8(ascii: ":")) {
+            return bytes.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"),
+                    UInt8(ascii: ":"), UInt8(ascii: "."):
+                    true
+                default: false
+                }
+            }
+        }
+        var ascii = true
+        for byte in bytes {
+            guard byte < 0x80 else {
+                ascii = false
+                continue
+            }
+            guard isAllowedInHostName(byte) else { return false }
+        }
+        if ascii { return true }
+        return host.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII ? isAllowedInHostName(UInt8(scalar.value)) : !scalar.properties.isWhitespace
+        }
+    }
+
+    /// An ASCII byte a host name may have: printable, and none of the characters that delimit
+    /// or escape a URL's parts (listed below).
+    private static func isAllowedInHostName(_ byte: UInt8) -> Bool {
+        guard byte > 0x20, byte < 0x7F else { return false }
+        switch byte {
+        case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "@"), UInt8(ascii: "\\"), UInt8(ascii: "<"),
+            UInt8(ascii: ">"), UInt8(ascii: "\""), UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "|"), UInt8(ascii: "^"),
+            UInt8(ascii: "`"), UInt8(ascii: "%"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: ":"):
+            return false
+        default:
+            return true
+        }
+    }
+
     /// The URL as text. With a redaction, the values of secret query items are hidden;
     /// parts that are missing are left out, so this also works for relative requests.
     package func assembleURL(redacting redaction: Redaction?) -> String {
+        // Assembled in place, for every call a transport sends.
         var url = ""
+        url.reserveCapacity((scheme?.utf8.count ?? 1) + (host?.utf8.count ?? 0) + percentEncodedPath.utf8.count + 16)
         if let host {
-            url += (scheme ?? "?") + "://"
-            url += host.contains(":") ? "[\(host)]" : host
-            if let port { url += ":\(port)" }
+            url += scheme ?? "?"
+            url += "://"
+            if host.utf8.contains(UInt8(ascii: ":")) {
+                url += "["
+                url += host
+                url += "]"
+            } else {
+                url += host
+            }
+            if let port {
+                url += ":"
+                url += String(port)
+            }
         }
         url += percentEncodedPath.isEmpty && host != nil ? "/" : percentEncodedPath
         if !query.isEmpty {

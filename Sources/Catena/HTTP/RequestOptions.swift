@@ -28,7 +28,12 @@ public struct RequestOptions: Sendable {
 
     /// The option's value, or its default when it was never set.
     public subscript<Option: RequestOption>(_ option: Option.Type) -> Option.Value {
-        get { values[ObjectIdentifier(option)] as? Option.Value ?? Option.defaultValue }
+        get {
+            // Read several times by every call on its way down: an option that was never
+            // set costs no dynamic cast.
+            guard let value = values.isEmpty ? nil : values[ObjectIdentifier(option)] else { return Option.defaultValue }
+            return value as? Option.Value ?? Option.defaultValue
+        }
         set { values[ObjectIdentifier(option)] = newValue }
     }
 

@@ -46,7 +46,10 @@ public enum OriginBoundHeaders: RequestOption {
 public enum Redirects {
     /// The status codes that are redirects.
     public static func isRedirect(_ status: HTTPResponse.Status) -> Bool {
-        [301, 302, 303, 307, 308].contains(status.code)
+        switch status.code {
+        case 301, 302, 303, 307, 308: true
+        default: false
+        }
     }
 
     /// Sends `request` with `send`, following redirects as its ``RedirectPolicy`` says.

@@ -225,6 +225,23 @@ struct HeaderParsingFuzzTests {
     }
 }
 
+@Suite("Request field names as URLSession is given them")
+struct CapitalizedNameTests {
+    @Test("random token names are capitalized exactly as Foundation's String.capitalized does", arguments: 0..<3)
+    func randomNames(round: Int) throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let characters = Array("abcxyzABCXYZ0189!#$%&'*+-.^_`|~")
+        for _ in 0..<2_000 {
+            let text = String((0..<(1 + Int(generator.next() % 12))).map { _ in characters[Int(generator.next() % UInt64(characters.count))] })
+            let name = try #require(HTTPField.Name(text), "seed \(seed): \(text)")
+            #expect(URLSessionTransport.capitalized(name) == text.capitalized, "seed \(seed): \(text)")
+        }
+        #expect(URLSessionTransport.capitalized(.authorization) == "Authorization")
+        #expect(URLSessionTransport.capitalized(HTTPField.Name("x-api-key")!) == "X-Api-Key")
+    }
+}
+
 @Suite("Length and range parsers under hostile input")
 struct LengthParsingFuzzTests {
     static let lengthPieces = [
@@ -258,6 +275,14 @@ struct LengthParsingFuzzTests {
             case .failure(let error):
                 #expect(error.code == .invalidResponse, "seed \(seed): \(text)")
             }
+            // The byte-level parser against the rule spelled out slowly: list elements
+            // split on ",", empty ones skipped, spaces and tabs trimmed, all one run of
+            // ASCII digits that fits an Int64, all the same.
+            let elements = Set(text.split(separator: ",").map { String($0).trimmingSpacesAndTabs })
+            let expected =
+                elements.count == 1 && elements.first.map { !$0.isEmpty && $0.utf8.allSatisfy { (0x30...0x39).contains($0) } } == true
+                ? Int64(elements.first!) : nil
+            #expect(URLSessionCall.onlyLength(text) == expected, "seed \(seed): \(text)")
         }
     }
 
@@ -303,5 +328,14 @@ struct LengthParsingFuzzTests {
             let unknown = ResumableFile.contentRange("bytes \(first)-\(last)/*")
             #expect(unknown?.start == first && unknown?.total == nil)
         }
+    }
+}
+
+extension String {
+    fileprivate var trimmingSpacesAndTabs: String {
+        var text = Substring(self)
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return String(text)
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import HTTPTypes
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -20,6 +21,8 @@ import FoundationNetworking
 final class URLSessionCall: Sendable {
     struct Outcome {
         let response: HTTPURLResponse
+        /// The response's header fields, read from it once.
+        let fields: HTTPFields
         let body: Data
         /// A streamed body still arriving; `body` is then empty.
         var channel: BodyChannel?
@@ -46,6 +49,8 @@ final class URLSessionCall: Sendable {
         /// The caller has its answer and the task was cancelled.
         var cancelled = false
         var response: HTTPURLResponse?
+        /// The header fields of `response`.
+        var fields = HTTPFields()
         var body = Data()
         /// The body's declared length when it arrives as sent (no coding) and is held in
         /// memory: the call is answered when the last of those bytes arrives.
@@ -178,6 +183,9 @@ final class URLSessionCall: Sendable {
     func received(_ response: URLResponse) -> URLSession.ResponseDisposition {
         let request = request
         let limit = limit
+        // Read once, outside the lock: each of corelibs' `value(forHTTPHeaderField:)` walks
+        // every field with a case-insensitive compare, and `allHeaderFields` copies them all.
+        let fields = (response as? HTTPURLResponse).map(URLSessionTransport.fields(of:)) ?? HTTPFields()
         // nil: a later head of a stream already handed over, allowed on and nothing more.
         let decided = state.withLock { state -> (stopped: Bool, failure: CatenaError?, download: HTTPURLResponse?)? in
             // After a redirect that was not followed, corelibs hands over the 3xx here.
@@ -194,6 +202,7 @@ final class URLSessionCall: Sendable {
                 return (false, CatenaError(.invalidResponse, request: request, detail: "the answer is not an HTTP response"), nil)
             }
             state.response = http
+            state.fields = fields
             state.headAt = .now
             let downloads = request[option: DownloadDestination.self] != nil && (200..<300).contains(http.statusCode)
             // A HEAD, 204 or 304 has no body whatever its Content-Length says, and a
@@ -201,7 +210,8 @@ final class URLSessionCall: Sendable {
             // when it is collected).
             let bodiless = request.method == .head || http.statusCode == 204 || http.statusCode == 304
             do throws(CatenaError) {
-                try Self.checkFraming(http, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
+                try Self.checkFraming(
+                    fields, status: http.statusCode, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
             } catch {
                 return (false, error, nil)
             }
@@ -210,7 +220,7 @@ final class URLSessionCall: Sendable {
             // may still be going out.
             state.declaredLength = nil
             if http.statusCode >= 200, !bodiless, !downloads, streaming == nil, request.body.isEmpty, state.body.isEmpty,
-                http.expectedContentLength > 0, http.value(forHTTPHeaderField: "Content-Encoding") == nil
+                http.expectedContentLength > 0, fields[.contentEncoding] == nil
             {
                 state.declaredLength = Int(http.expectedContentLength)
             }
@@ -248,34 +258,64 @@ final class URLSessionCall: Sendable {
     /// A body in a coding Catena does not decode fails here too, before libcurl (which
     /// corelibs always lets decode what it can) reads a byte of it.
     static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
-        let coding = response.value(forHTTPHeaderField: "Content-Encoding")
+        try checkFraming(URLSessionTransport.fields(of: response), status: response.statusCode, limit: limit, request: request)
+    }
+
+    /// ``checkFraming(_:limit:request:)`` on a response's header fields, read once
+    /// (corelibs joins a repeated field's values with ", ", as one field).
+    static func checkFraming(_ fields: HTTPFields, status: Int, limit: Int, request: APIRequest) throws(CatenaError) {
+        let coding = fields[.contentEncoding]
         // libcurl decodes every member it knows, `identity` as nothing; of those, Catena
         // takes a single gzip or deflate as decoded, as on AsyncHTTPClient.
-        try ContentCoding.check(contentEncoding: coding.map { [$0] } ?? [], status: response.statusCode, request: request) {
-            let codings = $0.filter { $0 != "identity" }
-            return codings == ["gzip"] || codings == ["deflate"]
+        if let coding {
+            try ContentCoding.check(contentEncoding: [coding], status: status, request: request) {
+                let codings = $0.filter { $0 != "identity" }
+                return codings == ["gzip"] || codings == ["deflate"]
+            }
         }
-        guard let declared = response.value(forHTTPHeaderField: "Content-Length") else { return }
+        guard let declared = fields[.contentLength] else { return }
         // Both framings at once may be an attempt at response splitting (RFC 9112, section
         // 6.3), refused as NIO's parser refuses it on AsyncHTTPClient.
-        guard response.value(forHTTPHeaderField: "Transfer-Encoding") == nil else {
+        guard fields[.transferEncoding] == nil else {
             throw CatenaError(
                 .invalidResponse, request: request, detail: "the response has both a Content-Length and a Transfer-Encoding")
         }
-        let values = Set(declared.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
-        guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-            let length = Int64(text)
-        else {
+        guard let length = onlyLength(declared) else {
             throw CatenaError(
                 .invalidResponse, request: request,
                 detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
         }
-        let encoded = response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false
+        let encoded = coding.map { $0.lowercased() != "identity" } ?? false
         if !encoded, length > Int64(limit) {
             throw CatenaError(
                 .invalidResponse, request: request,
                 detail: "the body has \(length) bytes, more than the \(limit) allowed (MaximumResponseSize)")
         }
+    }
+
+    /// The one length a Content-Length value states: runs of ASCII digits separated by
+    /// commas (corelibs joins repeated fields that way; empty list elements are skipped,
+    /// RFC 9110, section 5.6.1), each with optional spaces or tabs around it, all the
+    /// same. `nil` for anything else, or a length beyond `Int64`.
+    static func onlyLength(_ value: String) -> Int64? {
+        var length: Int64?
+        for piece in value.utf8.split(separator: UInt8(ascii: ",")) {
+            var digits = piece[...]
+            while let first = digits.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { digits.removeFirst() }
+            while let last = digits.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { digits.removeLast() }
+            guard !digits.isEmpty else { return nil }
+            var number: Int64 = 0
+            for digit in digits {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) else { return nil }
+                let (times, overflow) = number.multipliedReportingOverflow(by: 10)
+                let (sum, overflowAgain) = times.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
+                guard !overflow, !overflowAgain else { return nil }
+                number = sum
+            }
+            guard length == nil || length == number else { return nil }
+            length = number
+        }
+        return length
     }
 
     /// Hands the head to the caller now and the body to a channel as it arrives. The
@@ -292,16 +332,16 @@ final class URLSessionCall: Sendable {
                 state.task?.resume()
             }
         }
-        let (continuation, timing) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, ResponseTiming?) in
-            guard let continuation = state.continuation else { return (nil, nil) }
+        let answer = state.withLock { state -> (CheckedContinuation<Outcome, any Error>, Outcome)? in
+            guard let continuation = state.continuation else { return nil }
             state.continuation = nil
             state.channel = channel
             // The deadline was for the head; the body has the idle timeout.
             state.timer?.cancel()
             state.timer = nil
-            return (continuation, state.timing(bodyEnded: nil))
+            return (continuation, Outcome(response: head, fields: state.fields, body: Data(), channel: channel, timing: state.timing(bodyEnded: nil)))
         }
-        continuation?.resume(returning: Outcome(response: head, body: Data(), channel: channel, timing: timing))
+        if let (continuation, outcome) = answer { continuation.resume(returning: outcome) }
     }
 
     /// The reader left or went silent too long: stop the transfer.
@@ -356,7 +396,7 @@ final class URLSessionCall: Sendable {
             state.phase = .completed
             let task = state.task
             state.task = nil
-            return (nil, false, (continuation, Outcome(response: response, body: state.body, timing: state.timing(bodyEnded: .now)), task))
+            return (nil, false, (continuation, Outcome(response: response, fields: state.fields, body: state.body, timing: state.timing(bodyEnded: .now)), task))
         }
         if let (continuation, outcome, task) = finished {
             // All the declared bytes are here, none of them to inflate: the caller is
@@ -410,9 +450,11 @@ final class URLSessionCall: Sendable {
             let answeredChallenge = state.challenged && (error as? URLError)?.code == .cancelled
             if let error, !answeredChallenge { return (continuation, .failure(error)) }
             guard let response = state.response ?? taskResponse else { return (continuation, .failure(URLError(.badServerResponse))) }
+            var fields = state.fields
             if state.response == nil {
+                fields = URLSessionTransport.fields(of: response)
                 do throws(CatenaError) {
-                    try Self.checkFraming(response, limit: .max, request: request)
+                    try Self.checkFraming(fields, status: response.statusCode, limit: .max, request: request)
                 } catch {
                     return (continuation, .failure(error))
                 }
@@ -423,9 +465,9 @@ final class URLSessionCall: Sendable {
                 } catch {
                     return (continuation, .failure(error))
                 }
-                return (continuation, .success(Outcome(response: response, body: Data(), timing: state.timing(bodyEnded: .now))))
+                return (continuation, .success(Outcome(response: response, fields: fields, body: Data(), timing: state.timing(bodyEnded: .now))))
             }
-            return (continuation, .success(Outcome(response: response, body: state.body, timing: state.timing(bodyEnded: .now))))
+            return (continuation, .success(Outcome(response: response, fields: fields, body: state.body, timing: state.timing(bodyEnded: .now))))
         }
         continuation?.resume(with: outcome)
     }

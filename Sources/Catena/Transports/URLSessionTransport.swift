@@ -106,30 +106,41 @@ public struct URLSessionTransport: HTTPLoader {
         _ request: APIRequest, timeout: Duration, streaming: Bool
     ) async throws(CatenaError) -> (head: APIResponse, outcome: URLSessionCall.Outcome) {
         var urlRequest = URLRequest(url: try request.url())
-        urlRequest.httpMethod = request.method.rawValue
+        // GET is a new request's method already; corelibs' setter compares the text with
+        // six methods, case-insensitively, through NSString.
+        if request.method != .get { urlRequest.httpMethod = request.method.rawValue }
         // corelibs turns this into an idle timer of whole seconds, rounded down: keep it
         // clear of Catena's own deadline, which is the real limit (for a stream, the
         // idle timeout is Catena's too).
         // Clamped: corelibs multiplies it by 1,000 into an Int, which traps when huge.
         urlRequest.timeoutInterval = streaming ? 1e9 : min((timeout.seconds + 1).rounded(.up), 1e9)
+        // Set at once, as `addValue(_:forHTTPHeaderField:)` would have them (names
+        // capitalized as Foundation does, repeated fields joined with ","), without its
+        // per-field cost: `capitalized` and a case-insensitive search through the fields so
+        // far, each through Foundation. The values need no check of corelibs': HTTPFields
+        // holds no CR, LF or NUL.
+        var headers: [String: String] = [:]
+        headers.reserveCapacity(request.headerFields.count + 2)
         var cookies = false
         for field in request.headerFields {
             if field.name == .cookie { cookies = true; continue }
-            urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
+            let name = Self.capitalized(field.name)
+            headers[name] = headers[name].map { $0 + "," + field.value } ?? field.value
         }
         // HTTPFields keeps each cookie as a field of its own; URLRequest would join them
         // with ",", which is no cookie syntax: one Cookie field, pairs joined with "; ".
-        if cookies, let cookie = request.headerFields[.cookie] { urlRequest.setValue(cookie, forHTTPHeaderField: "Cookie") }
+        if cookies, let cookie = request.headerFields[.cookie] { headers["Cookie"] = cookie }
         // libcurl would offer every coding it was built with (brotli and zstd among them):
         // offer the ones both transports decode.
-        if request.headerFields[.acceptEncoding] == nil { urlRequest.setValue(ContentCoding.acceptEncoding, forHTTPHeaderField: "Accept-Encoding") }
+        if request.headerFields[.acceptEncoding] == nil { headers["Accept-Encoding"] = ContentCoding.acceptEncoding }
         let body = try await request.bodyData()
         if let body {
             request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
             if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-                urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
+                headers["Content-Type"] = contentType
             }
         }
+        urlRequest.allHTTPHeaderFields = headers
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
 
         var mapStreamError: (@Sendable (any Error) -> CatenaError)?
@@ -168,8 +179,30 @@ public struct URLSessionTransport: HTTPLoader {
         }
         let head = APIResponse(
             status: HTTPResponse.Status(code: http.statusCode, reasonPhrase: Self.reasonPhrase(http.statusCode)),
-            headerFields: Self.fields(of: http), body: Data(), request: request)
+            headerFields: outcome.fields, body: Data(), request: request)
         return (head, outcome)
+    }
+
+    /// A field's name as Foundation's `capitalized` spells it, which is how URLRequest
+    /// keeps the names it is given (and corelibs looks some of them up that way, such as
+    /// `Authorization` when it decides what to cache): each letter that starts a word
+    /// upper case, the others lower case. In a token, a word ends at anything but a letter
+    /// and the three characters Foundation passes over (`'`, `^` and `` ` ``).
+    static func capitalized(_ name: HTTPField.Name) -> String {
+        var bytes = Array(name.canonicalName.utf8)
+        var inWord = false
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"):
+                if !inWord { bytes[index] -= 0x20 }
+                inWord = true
+            case UInt8(ascii: "'"), UInt8(ascii: "^"), UInt8(ascii: "`"):
+                break
+            default:
+                inWord = false
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func fields(of response: HTTPURLResponse) -> HTTPFields {

@@ -396,7 +396,8 @@ final class URLSessionCall: Sendable {
             state.phase = .completed
             let task = state.task
             state.task = nil
-            return (nil, false, (continuation, Outcome(response: response, fields: state.fields, body: state.body, timing: state.timing(bodyEnded: .now)), task))
+            let outcome = Outcome(response: response, fields: state.fields, body: state.body, timing: state.timing(bodyEnded: .now))
+            return (nil, false, (continuation, outcome, task))
         }
         if let (continuation, outcome, task) = finished {
             // All the declared bytes are here, none of them to inflate: the caller is

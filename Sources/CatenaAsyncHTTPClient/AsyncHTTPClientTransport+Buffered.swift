@@ -28,7 +28,7 @@ extension AsyncHTTPClientTransport {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
-                url: try request.urlString(), method: HTTPMethod(rawValue: request.method.rawValue), headers: headers(for: request),
+                url: try request.urlString(), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
                 body: try await request.bodyData().map { .bytes($0) })
         } catch let error as CatenaError {
             throw error

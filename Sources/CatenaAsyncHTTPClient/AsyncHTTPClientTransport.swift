@@ -218,7 +218,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     /// The header fields AsyncHTTPClient sends for `request`.
-    func headers(for request: APIRequest) -> HTTPHeaders {
+    func headers(for request: APIRequest) throws(CatenaError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headerFields.count + 2)
         var cookies = false
@@ -230,7 +230,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         // Cookie line (RFC 6265, section 5.4), its pairs joined with "; ".
         if cookies, let cookie = request.headerFields[.cookie] { headers.add(name: "Cookie", value: cookie) }
         if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-            headers.add(name: "Content-Type", value: contentType)
+            headers.add(name: "Content-Type", value: try request.checkedContentType(contentType))
         }
         // Without decoding, ask for none: a client whose decompressor Catena was not told
         // about would otherwise add its own Accept-Encoding, and the bodies it decodes
@@ -245,7 +245,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     private func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: try request.urlString())
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
-        outgoing.headers = headers(for: request)
+        outgoing.headers = try headers(for: request)
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
         } else if let data = try await request.bodyData() {

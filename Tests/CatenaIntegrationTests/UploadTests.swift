@@ -27,6 +27,13 @@ struct UploadTests {
         #expect(transfer.foundationProgress.fractionCompleted == 1)
     }
 
+    @Test("a body whose content type holds a line break is refused before anything is sent, not spliced into the head", arguments: TransportKind.allCases)
+    func contentTypeInjection(kind: TransportKind) async throws {
+        let body = APIRequest.Body.data(Data("x".utf8), contentType: "text/plain\r\nX-Injected: 1")
+        let error = await #expect(throws: CatenaError.self) { try await demoClient(kind).send(EchoRaw(body: body)) }
+        #expect(error?.code == .invalidRequest, "\(String(describing: error))")
+    }
+
     struct SlowUpload: DataEndpoint {
         let key: String
         let body: Data

@@ -32,7 +32,7 @@ final class URLSessionCall: Sendable {
 
     private enum Phase { case running, redirecting, completed }
 
-    // @unchecked Sendable: the task, timer, response and writer are reached only with
+    // @unchecked Sendable: the task, response and writer are reached only with
     // the lock held, or, once taken out of it, through thread-safe entry points (`cancel()`,
     // `resume()`) or on the session's serial delegate queue (the writer's writes).
     private struct State: @unchecked Sendable {
@@ -41,10 +41,8 @@ final class URLSessionCall: Sendable {
         /// Why the call was stopped before it started.
         var stoppedEarly: (any Error)?
         var task: URLSessionTask?
-        /// The deadline: a timer source, not `asyncAfter`, because a cancelled work
-        /// item stays queued until its time comes (the soak grew by 55 MB: 60 s of
-        /// cancelled deadlines), while a cancelled source is released at once.
-        var timer: (any DispatchSourceTimer)?
+        /// The deadline, on the router's one timer (``Deadlines``).
+        var deadline: Deadlines.Token?
         var phase = Phase.running
         /// The caller has its answer and the task was cancelled.
         var cancelled = false
@@ -101,11 +99,7 @@ final class URLSessionCall: Sendable {
             state.started = true
             if let reason = state.stoppedEarly { return reason }
             state.continuation = continuation
-            let timer = DispatchSource.makeTimerSource(queue: .global())
-            timer.schedule(deadline: .now() + timeout.seconds)
-            timer.setEventHandler { [weak self] in self?.stop(TotalTimeoutReached()) }
-            timer.resume()
-            state.timer = timer
+            state.deadline = router.deadlines.add(.now() + timeout.seconds) { [weak self] in self?.stop(TotalTimeoutReached()) }
             state.resumedAt = .now
             return nil
         }
@@ -149,8 +143,8 @@ final class URLSessionCall: Sendable {
             }
             guard let continuation = state.continuation else { return (nil, nil) }
             state.continuation = nil
-            state.timer?.cancel()
-            state.timer = nil
+            if let deadline = state.deadline { router.deadlines.remove(deadline) }
+            state.deadline = nil
             state.writer = nil  // removes a partial download
             guard state.phase == .running else { return (continuation, nil) }
             state.cancelled = true
@@ -185,7 +179,8 @@ final class URLSessionCall: Sendable {
         let limit = limit
         // Read once, outside the lock: each of corelibs' `value(forHTTPHeaderField:)` walks
         // every field with a case-insensitive compare, and `allHeaderFields` copies them all.
-        let fields = (response as? HTTPURLResponse).map(URLSessionTransport.fields(of:)) ?? HTTPFields()
+        var framing = URLSessionTransport.Framing()
+        let fields = (response as? HTTPURLResponse).map { URLSessionTransport.fields(of: $0, framing: &framing) } ?? HTTPFields()
         // nil: a later head of a stream already handed over, allowed on and nothing more.
         let decided = state.withLock { state -> (stopped: Bool, failure: CatenaError?, download: HTTPURLResponse?)? in
             // After a redirect that was not followed, corelibs hands over the 3xx here.
@@ -211,7 +206,7 @@ final class URLSessionCall: Sendable {
             let bodiless = request.method == .head || http.statusCode == 204 || http.statusCode == 304
             do throws(CatenaError) {
                 try Self.checkFraming(
-                    fields, status: http.statusCode, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
+                    framing, status: http.statusCode, limit: bodiless || downloads || streaming != nil ? .max : limit, request: request)
             } catch {
                 return (false, error, nil)
             }
@@ -220,7 +215,7 @@ final class URLSessionCall: Sendable {
             // may still be going out.
             state.declaredLength = nil
             if http.statusCode >= 200, !bodiless, !downloads, streaming == nil, request.body.isEmpty, state.body.isEmpty,
-                http.expectedContentLength > 0, fields[.contentEncoding] == nil
+                http.expectedContentLength > 0, framing.contentEncoding == nil
             {
                 state.declaredLength = Int(http.expectedContentLength)
             }
@@ -258,13 +253,15 @@ final class URLSessionCall: Sendable {
     /// A body in a coding Catena does not decode fails here too, before libcurl (which
     /// corelibs always lets decode what it can) reads a byte of it.
     static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
-        try checkFraming(URLSessionTransport.fields(of: response), status: response.statusCode, limit: limit, request: request)
+        var framing = URLSessionTransport.Framing()
+        _ = URLSessionTransport.fields(of: response, framing: &framing)
+        try checkFraming(framing, status: response.statusCode, limit: limit, request: request)
     }
 
-    /// ``checkFraming(_:limit:request:)`` on a response's header fields, read once
-    /// (corelibs joins a repeated field's values with ", ", as one field).
-    static func checkFraming(_ fields: HTTPFields, status: Int, limit: Int, request: APIRequest) throws(CatenaError) {
-        let coding = fields[.contentEncoding]
+    /// ``checkFraming(_:limit:request:)`` on the values of a response's framing fields,
+    /// read once (corelibs joins a repeated field's values with ", ", as one field).
+    static func checkFraming(_ framing: URLSessionTransport.Framing, status: Int, limit: Int, request: APIRequest) throws(CatenaError) {
+        let coding = framing.contentEncoding
         // libcurl decodes every member it knows, `identity` as nothing; of those, Catena
         // takes a single gzip or deflate as decoded, as on AsyncHTTPClient.
         if let coding {
@@ -273,10 +270,10 @@ final class URLSessionCall: Sendable {
                 return codings == ["gzip"] || codings == ["deflate"]
             }
         }
-        guard let declared = fields[.contentLength] else { return }
+        guard let declared = framing.contentLength else { return }
         // Both framings at once may be an attempt at response splitting (RFC 9112, section
         // 6.3), refused as NIO's parser refuses it on AsyncHTTPClient.
-        guard fields[.transferEncoding] == nil else {
+        guard framing.transferEncoding == nil else {
             throw CatenaError(
                 .invalidResponse, request: request, detail: "the response has both a Content-Length and a Transfer-Encoding")
         }
@@ -296,9 +293,10 @@ final class URLSessionCall: Sendable {
     /// The one length a Content-Length value states: runs of ASCII digits separated by
     /// commas (corelibs joins repeated fields that way; empty list elements are skipped,
     /// RFC 9110, section 5.6.1), each with optional spaces or tabs around it, all the
-    /// same. `nil` for anything else, or a length beyond `Int64`.
+    /// same text. `nil` for anything else, or a length beyond `Int64`.
     static func onlyLength(_ value: String) -> Int64? {
         var length: Int64?
+        var first: ArraySlice<UInt8>?
         for piece in value.utf8.split(separator: UInt8(ascii: ",")) {
             var digits = piece[...]
             while let first = digits.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { digits.removeFirst() }
@@ -312,7 +310,9 @@ final class URLSessionCall: Sendable {
                 guard !overflow, !overflowAgain else { return nil }
                 number = sum
             }
-            guard length == nil || length == number else { return nil }
+            // The same text, not only the same number ("05, 5" is refused, as on AsyncHTTPClient).
+            guard first.map({ $0.elementsEqual(digits) }) ?? true else { return nil }
+            first = first ?? ArraySlice(digits)
             length = number
         }
         return length
@@ -337,8 +337,8 @@ final class URLSessionCall: Sendable {
             state.continuation = nil
             state.channel = channel
             // The deadline was for the head; the body has the idle timeout.
-            state.timer?.cancel()
-            state.timer = nil
+            if let deadline = state.deadline { router.deadlines.remove(deadline) }
+            state.deadline = nil
             return (continuation, Outcome(response: head, fields: state.fields, body: Data(), channel: channel, timing: state.timing(bodyEnded: nil)))
         }
         if let (continuation, outcome) = answer { continuation.resume(returning: outcome) }
@@ -391,8 +391,8 @@ final class URLSessionCall: Sendable {
                 return (nil, false, nil)
             }
             state.continuation = nil
-            state.timer?.cancel()
-            state.timer = nil
+            if let deadline = state.deadline { router.deadlines.remove(deadline) }
+            state.deadline = nil
             state.phase = .completed
             let task = state.task
             state.task = nil
@@ -441,8 +441,8 @@ final class URLSessionCall: Sendable {
         }
         let (continuation, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, Result<Outcome, any Error>) in
             state.phase = .completed
-            state.timer?.cancel()
-            state.timer = nil
+            if let deadline = state.deadline { router.deadlines.remove(deadline) }
+            state.deadline = nil
             state.task = nil
             let writer = state.writer
             state.writer = nil
@@ -453,9 +453,10 @@ final class URLSessionCall: Sendable {
             guard let response = state.response ?? taskResponse else { return (continuation, .failure(URLError(.badServerResponse))) }
             var fields = state.fields
             if state.response == nil {
-                fields = URLSessionTransport.fields(of: response)
+                var framing = URLSessionTransport.Framing()
+                fields = URLSessionTransport.fields(of: response, framing: &framing)
                 do throws(CatenaError) {
-                    try Self.checkFraming(fields, status: response.statusCode, limit: .max, request: request)
+                    try Self.checkFraming(framing, status: response.statusCode, limit: .max, request: request)
                 } catch {
                     return (continuation, .failure(error))
                 }

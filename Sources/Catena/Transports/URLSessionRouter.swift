@@ -14,6 +14,8 @@ import FoundationNetworking
 final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let calls = Locked<[Int: URLSessionCall]>([:])
     private let callQueue = DispatchQueue(label: "Catena URLSession calls")
+    /// The deadlines of this session's calls, on one timer.
+    let deadlines = Deadlines()
     /// Catena's tasks in this process, from their start until corelibs reports them
     /// complete (a cancelled bomb's libcurl call included) or their body of declared
     /// length, nothing to inflate, has all arrived; and a start on a caller's thread

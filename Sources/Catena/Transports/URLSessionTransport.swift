@@ -137,7 +137,7 @@ public struct URLSessionTransport: HTTPLoader {
         if let body {
             request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
             if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-                headers["Content-Type"] = contentType
+                headers["Content-Type"] = try request.checkedContentType(contentType)
             }
         }
         urlRequest.allHTTPHeaderFields = headers
@@ -206,9 +206,46 @@ public struct URLSessionTransport: HTTPLoader {
     }
 
     static func fields(of response: HTTPURLResponse) -> HTTPFields {
+        var framing = Framing()
+        return fields(of: response, framing: &framing)
+    }
+
+    /// The values of the fields that decide how a body is framed and coded, as the server
+    /// sent them: `HTTPFields` makes a value legal (a control byte becomes a space, and
+    /// leading and trailing ones go), which would let "gzip\u{1}" pass for gzip.
+    struct Framing {
+        var contentLength: String?
+        var contentEncoding: String?
+        var transferEncoding: String?
+
+        /// Keeps `value` when `name` is one of the three (compared without case; repeated
+        /// ones joined with ", ", as corelibs joins repeated fields).
+        mutating func note(_ name: String, _ value: String) {
+            func join(_ old: String?) -> String { old.map { $0 + ", " + value } ?? value }
+            switch name.utf8.count {
+            case 14 where Self.equalIgnoringASCIICase(name, "content-length"): contentLength = join(contentLength)
+            case 16 where Self.equalIgnoringASCIICase(name, "content-encoding"): contentEncoding = join(contentEncoding)
+            case 17 where Self.equalIgnoringASCIICase(name, "transfer-encoding"): transferEncoding = join(transferEncoding)
+            default: break
+            }
+        }
+
+        private static func equalIgnoringASCIICase(_ text: String, _ lowercase: StaticString) -> Bool {
+            let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+            return text.utf8.elementsEqual(expected) { byte, lower in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 == lower : byte == lower
+            }
+        }
+    }
+
+    /// The response's header fields, and in `framing` the raw values of those that frame
+    /// its body.
+    static func fields(of response: HTTPURLResponse, framing: inout Framing) -> HTTPFields {
         var fields = HTTPFields()
         for (name, value) in response.allHeaderFields {
-            guard let name = (name as? String).flatMap({ HTTPField.Name($0) }), let value = value as? String else { continue }
+            guard let text = name as? String, let value = value as? String else { continue }
+            framing.note(text, value)
+            guard let name = HTTPField.Name(text) else { continue }
             if name == .setCookie {
                 // URLSession joins repeated fields with ", ": Set-Cookie is the one field
                 // whose values cannot be joined (RFC 9110, section 5.3), so split it again.
@@ -390,6 +427,22 @@ extension APIRequest {
         } catch {
             throw CatenaError(.invalidRequest, request: self, underlyingError: error, detail: "the \(body.kind) body could not be produced")
         }
+    }
+}
+
+extension APIRequest {
+    /// `contentType` (a body's, which any text can be) when it can go out as a field
+    /// value; set as it is, a CR or LF in it would start a field of its own.
+    ///
+    /// - Throws: ``CatenaError/Code/invalidRequest`` when it has a control character or a
+    ///   space at an end.
+    package func checkedContentType(_ contentType: String) throws(CatenaError) -> String {
+        guard HTTPField.isValidValue(contentType) else {
+            throw CatenaError(
+                .invalidRequest, request: self,
+                detail: "the body's content type is not a valid field value (it has a control character, or a space at an end)")
+        }
+        return contentType
     }
 }
 

@@ -300,6 +300,11 @@ struct LengthParsingFuzzTests {
         // A compressed body's declared size is not its decoded size, so the limit waits for the bytes.
         let encoded = try #require(Self.response(contentLength: "5000", encoding: "gzip"))
         #expect((try? URLSessionCall.checkFraming(encoded, limit: 1_000, request: request)) != nil)
+        // `identity`, however spaced or cased, is no coding: the declared size is the body's.
+        for identity in ["identity", "identity ", "IDENTITY", " identity,"] {
+            let plain = try #require(Self.response(contentLength: "5000", encoding: identity))
+            #expect((try? URLSessionCall.checkFraming(plain, limit: 1_000, request: request)) == nil, "\(identity)")
+        }
     }
 
     @Test("Content-Range: random values never trap; an accepted range is ordered and inside its total")

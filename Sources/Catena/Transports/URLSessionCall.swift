@@ -282,7 +282,8 @@ final class URLSessionCall: Sendable {
                 .invalidResponse, request: request,
                 detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
         }
-        let encoded = coding.map { $0.lowercased() != "identity" } ?? false
+        // As the coding check reads it: members trimmed, `identity` no coding.
+        let encoded = coding.map { !ContentCoding.codings([$0]).isEmpty } ?? false
         if !encoded, length > Int64(limit) {
             throw CatenaError(
                 .invalidResponse, request: request,

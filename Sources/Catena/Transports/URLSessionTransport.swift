@@ -133,12 +133,12 @@ public struct URLSessionTransport: HTTPLoader {
         // libcurl would offer every coding it was built with (brotli and zstd among them):
         // offer the ones both transports decode.
         if request.headerFields[.acceptEncoding] == nil { headers["Accept-Encoding"] = ContentCoding.acceptEncoding }
+        // Checked before the body is produced, as on AsyncHTTPClient.
+        let contentType = try request.headerFields[.contentType] == nil ? request.body.contentType.map(request.checkedContentType) : nil
         let body = try await request.bodyData()
         if let body {
             request[option: UploadProgress.self]?(TransferProgress(completed: 0, total: Int64(body.count)))
-            if request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-                headers["Content-Type"] = try request.checkedContentType(contentType)
-            }
+            if let contentType { headers["Content-Type"] = contentType }
         }
         urlRequest.allHTTPHeaderFields = headers
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }

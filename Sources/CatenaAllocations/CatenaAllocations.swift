@@ -2,7 +2,7 @@
 // figure the noise of a shared two-core machine cannot move.
 //
 //   swift build -c release --enable-all-traits --product CatenaAllocations
-//   .build/release/CatenaAllocations [--calls 2000]
+//   .build/release/CatenaAllocations [--calls 2000] [--only TEXT]
 //
 // It counts with ordo-one/malloc-interposer (package-benchmark's counter), preloaded:
 // the program starts itself again with LD_PRELOAD set when it is not. The demo server

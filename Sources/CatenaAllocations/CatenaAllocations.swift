@@ -2,7 +2,7 @@
 // figure the noise of a shared two-core machine cannot move.
 //
 //   swift build -c release --enable-all-traits --product CatenaAllocations
-//   .build/release/CatenaAllocations [--calls 2000] [--only TEXT]
+//   .build/release/CatenaAllocations [--calls 2000] [--in-flight 1] [--only TEXT]
 //
 // It counts with ordo-one/malloc-interposer (package-benchmark's counter), preloaded:
 // the program starts itself again with LD_PRELOAD set when it is not. The demo server
@@ -52,6 +52,8 @@ struct Count {
     /// This process's CPU time (user + system) per unit, in µs, in rounds without counting:
     /// the server's is not in it, as it runs in a process of its own.
     var cpu: Double
+    /// Calls (units) per second in those rounds.
+    var rate: Double
 }
 
 /// User + system CPU time of this process so far, in µs.
@@ -73,6 +75,8 @@ enum CatenaAllocations {
             while true { try await Task.sleep(for: .seconds(3600)) }
         }
         let calls = arguments.firstIndex(of: "--calls").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } ?? 2000
+        // `--in-flight N`: N calls at a time instead of one after another.
+        let inFlight = arguments.firstIndex(of: "--in-flight").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } ?? 1
 
         // Counting needs the interposer preloaded: start again with it when it is not.
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -209,14 +213,16 @@ enum CatenaAllocations {
         print("the demo server in another process; counted with ordo-one/malloc-interposer (LD_PRELOAD).")
         print("date: \(Date().formatted(.iso8601))")
         print()
-        print("| workload | variant | allocations per call | bytes allocated per call | allocations / raw | client CPU µs per call | CPU / raw |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+        print(
+            "| workload | variant | allocations per call | bytes allocated per call | allocations / raw | client CPU µs per call | CPU / raw | calls/s | rate / raw |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         var raw: Count?
         var group = ""
         // `--only TEXT`: the variants whose name or group contains it (for a profiler's run).
         let only = arguments.firstIndex(of: "--only").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
         for variant in variants where only.map({ variant.name.contains($0) || variant.group.contains($0) }) ?? true {
-            let counted = try await count(variant, calls: variant.calls ?? calls)
+            let counted = try await count(variant, calls: variant.calls ?? calls, inFlight: inFlight)
             if variant.group != group {
                 group = variant.group
                 raw = counted
@@ -224,8 +230,9 @@ enum CatenaAllocations {
             let isRaw = variant.name.hasPrefix("raw")
             let ratio = raw.map { String(format: "%.2f ×", counted.allocations / $0.allocations) } ?? ""
             let cpuRatio = raw.map { String(format: "%.2f ×", counted.cpu / $0.cpu) } ?? ""
+            let rateRatio = raw.map { String(format: "%.2f ×", counted.rate / $0.rate) } ?? ""
             print(
-                "| \(variant.group) | \(variant.name) | \(String(format: "%.1f", counted.allocations)) | \(String(format: "%.0f", counted.bytes)) | \(isRaw ? "" : ratio) | \(String(format: "%.1f", counted.cpu)) | \(isRaw ? "" : cpuRatio) |"
+                "| \(variant.group) | \(variant.name) | \(String(format: "%.1f", counted.allocations)) | \(String(format: "%.0f", counted.bytes)) | \(isRaw ? "" : ratio) | \(String(format: "%.1f", counted.cpu)) | \(isRaw ? "" : cpuRatio) | \(String(format: "%.0f", counted.rate)) | \(isRaw ? "" : rateRatio) |"
             )
         }
         try await client.shutdown()
@@ -236,20 +243,39 @@ enum CatenaAllocations {
 }
 
 /// The median over `rounds` rounds of `calls` calls each, counted between hook and unhook.
-func count(_ variant: Variant, calls: Int, rounds: Int = 5) async throws -> Count {
-    for _ in 0..<min(200, calls) { try await variant.call() }
-    var allocations: [Double] = [], bytes: [Double] = [], cpu: [Double] = []
+func count(_ variant: Variant, calls: Int, inFlight: Int = 1, rounds: Int = 5) async throws -> Count {
+    /// `calls` calls, `inFlight` at a time.
+    func run(_ calls: Int) async throws {
+        guard inFlight > 1 else {
+            for _ in 0..<calls { try await variant.call() }
+            return
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<inFlight {
+                let share = calls / inFlight + (worker < calls % inFlight ? 1 : 0)
+                group.addTask { for _ in 0..<share { try await variant.call() } }
+            }
+            try await group.waitForAll()
+        }
+    }
+    try await run(min(200, calls))
+    var allocations: [Double] = [], bytes: [Double] = [], cpu: [Double] = [], rate: [Double] = []
     for _ in 0..<rounds {
         let before = processCPU()
-        for _ in 0..<calls { try await variant.call() }
+        let started = ContinuousClock.now
+        try await run(calls)
+        let wall = ContinuousClock.now - started
         cpu.append((processCPU() - before) / Double(calls * variant.units))
+        rate.append(Double(calls * variant.units) / (Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18))
         MallocInterposerSwift.reset()
         MallocInterposerSwift.hook()
-        for _ in 0..<calls { try await variant.call() }
+        try await run(calls)
         MallocInterposerSwift.unhook()
         let statistics = MallocInterposerSwift.getStatistics()
         allocations.append(Double(statistics.mallocCount) / Double(calls * variant.units))
         bytes.append(Double(statistics.mallocBytesCount) / Double(calls * variant.units))
     }
-    return Count(allocations: allocations.sorted()[rounds / 2], bytes: bytes.sorted()[rounds / 2], cpu: cpu.sorted()[rounds / 2])
+    let middle = rounds / 2
+    return Count(
+        allocations: allocations.sorted()[middle], bytes: bytes.sorted()[middle], cpu: cpu.sorted()[middle], rate: rate.sorted()[middle])
 }

@@ -131,6 +131,12 @@ final class URLSessionCall: Sendable {
         stop(CancellationError())
     }
 
+    /// Removes the call's deadline from the router's timer; called with the lock held.
+    private func disarm(_ state: inout State) {
+        if let deadline = state.deadline { router.deadlines.remove(deadline) }
+        state.deadline = nil
+    }
+
     /// Answers the caller with `reason` now, then cancels the task unless it has
     /// answered a redirect (it then completes by itself at once). The caller does not
     /// wait for the cancellation (see ``URLSessionRouter/cancel(_:)``), and what still
@@ -143,8 +149,7 @@ final class URLSessionCall: Sendable {
             }
             guard let continuation = state.continuation else { return (nil, nil) }
             state.continuation = nil
-            if let deadline = state.deadline { router.deadlines.remove(deadline) }
-            state.deadline = nil
+            disarm(&state)
             state.writer = nil  // removes a partial download
             guard state.phase == .running else { return (continuation, nil) }
             state.cancelled = true
@@ -338,8 +343,7 @@ final class URLSessionCall: Sendable {
             state.continuation = nil
             state.channel = channel
             // The deadline was for the head; the body has the idle timeout.
-            if let deadline = state.deadline { router.deadlines.remove(deadline) }
-            state.deadline = nil
+            disarm(&state)
             return (continuation, Outcome(response: head, fields: state.fields, body: Data(), channel: channel, timing: state.timing(bodyEnded: nil)))
         }
         if let (continuation, outcome) = answer { continuation.resume(returning: outcome) }
@@ -392,8 +396,7 @@ final class URLSessionCall: Sendable {
                 return (nil, false, nil)
             }
             state.continuation = nil
-            if let deadline = state.deadline { router.deadlines.remove(deadline) }
-            state.deadline = nil
+            disarm(&state)
             state.phase = .completed
             let task = state.task
             state.task = nil
@@ -442,8 +445,7 @@ final class URLSessionCall: Sendable {
         }
         let (continuation, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, any Error>?, Result<Outcome, any Error>) in
             state.phase = .completed
-            if let deadline = state.deadline { router.deadlines.remove(deadline) }
-            state.deadline = nil
+            disarm(&state)
             state.task = nil
             let writer = state.writer
             state.writer = nil

@@ -205,11 +205,6 @@ public struct URLSessionTransport: HTTPLoader {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    static func fields(of response: HTTPURLResponse) -> HTTPFields {
-        var framing = Framing()
-        return fields(of: response, framing: &framing)
-    }
-
     /// The values of the fields that decide how a body is framed and coded, as the server
     /// sent them: `HTTPFields` makes a value legal (a control byte becomes a space, and
     /// leading and trailing ones go), which would let "gzip\u{1}" pass for gzip.

@@ -30,8 +30,16 @@ struct TransportSuite {
                 HTTPField.Name("X-Catena-Test")!: "one, two",
                 .accept: "application/json",
             ])
-        let response = try await chain.load(request)
+        var withRepeats = request
+        // A field given twice, and a name given in lower case (URLSession is handed the
+        // fields as one dictionary: names capitalized, repeats joined with ",").
+        withRepeats.headerFields.append(HTTPField(name: HTTPField.Name("x-repeated")!, value: "a"))
+        withRepeats.headerFields.append(HTTPField(name: HTTPField.Name("X-Repeated")!, value: "b"))
+        withRepeats.headerFields.append(HTTPField(name: HTTPField.Name("x-lower-case")!, value: "yes"))
+        let response = try await chain.load(withRepeats)
         let echo = try response.decode(Echo.self)
+        #expect(echo.header("x-repeated")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } == ["a", "b"])
+        #expect(echo.header("x-lower-case") == "yes")
         #expect(echo.header("x-catena-test") == "one, two")
         #expect(echo.header("accept") == "application/json")
         #expect(response.headerFields[.contentType] == "application/json; charset=utf-8")

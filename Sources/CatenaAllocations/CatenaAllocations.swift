@@ -2,7 +2,7 @@
 // figure the noise of a shared two-core machine cannot move.
 //
 //   swift build -c release --enable-all-traits --product CatenaAllocations
-//   .build/release/CatenaAllocations [--calls 2000] [--in-flight 1] [--only TEXT]
+//   .build/release/CatenaAllocations [--calls 2000] [--in-flight 1] [--only TEXT] [--in-process]
 //
 // It counts with ordo-one/malloc-interposer (package-benchmark's counter), preloaded:
 // the program starts itself again with LD_PRELOAD set when it is not. The demo server
@@ -93,23 +93,34 @@ enum CatenaAllocations {
             exit(2)
         }
 
-        // The server, in a process of its own and without the interposer.
-        let serverProcess = Process()
-        serverProcess.executableURL = executable
-        serverProcess.arguments = ["--serve"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["LD_PRELOAD"] = nil
-        serverProcess.environment = environment
-        let serverOutput = Pipe()
-        serverProcess.standardOutput = serverOutput
-        try serverProcess.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = serverOutput.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { print("the server process ended before it said where it listens"); exit(1) }
-            line.append(chunk)
+        // The server, in a process of its own and without the interposer; with
+        // `--in-process`, in this one, as CatenaBenchmarks runs it (its allocations are
+        // then counted too: for a profiler's run, not for the allocation figures).
+        let base: URL
+        var serverProcess: Process?
+        var inProcessServer: RunningDemoServer?
+        if arguments.contains("--in-process") {
+            inProcessServer = try await DemoServer.start(logLevel: .error)
+            base = inProcessServer!.baseURL
+        } else {
+            let process = Process()
+            process.executableURL = executable
+            process.arguments = ["--serve"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["LD_PRELOAD"] = nil
+            process.environment = environment
+            let serverOutput = Pipe()
+            process.standardOutput = serverOutput
+            try process.run()
+            var line = Data()
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = serverOutput.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { print("the server process ended before it said where it listens"); exit(1) }
+                line.append(chunk)
+            }
+            base = URL(string: String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))!
+            serverProcess = process
         }
-        let base = URL(string: String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))!
         let userURL = base.appendingPathComponent("api/users/2")
 
         let client = HTTPClient(
@@ -237,8 +248,9 @@ enum CatenaAllocations {
         }
         try await client.shutdown()
         session.invalidateAndCancel()
-        serverProcess.terminate()
-        serverProcess.waitUntilExit()
+        serverProcess?.terminate()
+        serverProcess?.waitUntilExit()
+        await inProcessServer?.stop()
     }
 }
 
@@ -250,10 +262,18 @@ func count(_ variant: Variant, calls: Int, inFlight: Int = 1, rounds: Int = 5) a
             for _ in 0..<calls { try await variant.call() }
             return
         }
+        // A task per call, `inFlight` at a time, as CatenaBenchmarks and a server that
+        // makes a call per request of its own run them: each task's allocator starts
+        // from its first slab, so deep or wide async frames show as allocations.
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in 0..<inFlight {
-                let share = calls / inFlight + (worker < calls % inFlight ? 1 : 0)
-                group.addTask { for _ in 0..<share { try await variant.call() } }
+            var started = 0
+            while started < min(inFlight, calls) {
+                group.addTask { try await variant.call() }
+                started += 1
+            }
+            while try await group.next() != nil, started < calls {
+                group.addTask { try await variant.call() }
+                started += 1
             }
             try await group.waitForAll()
         }

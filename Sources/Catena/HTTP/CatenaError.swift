@@ -48,23 +48,59 @@ public struct CatenaError: Error, Sendable {
     package static let tlsHandshakeFailure = "the TLS handshake failed"
 
     /// What kind of failure this is.
-    public var code: Code
+    public var code: Code {
+        get { fields.code }
+        set { fields = Fields(newValue, fields.request, fields.response, fields.underlyingError, fields.detail) }
+    }
     /// The request that failed, as the loader that failed saw it.
-    public var request: APIRequest
+    public var request: APIRequest {
+        get { fields.request }
+        set { fields = Fields(fields.code, newValue, fields.response, fields.underlyingError, fields.detail) }
+    }
     /// The response, when the server answered.
-    public var response: APIResponse?
+    public var response: APIResponse? {
+        get { fields.response }
+        set { fields = Fields(fields.code, fields.request, newValue, fields.underlyingError, fields.detail) }
+    }
     /// The error underneath, from the transport, a decoder or a closure.
-    public var underlyingError: (any Error)?
+    public var underlyingError: (any Error)? {
+        get { fields.underlyingError }
+        set { fields = Fields(fields.code, fields.request, fields.response, newValue, fields.detail) }
+    }
     /// A sentence that says what exactly was wrong (which component, which status).
-    public var detail: String?
+    public var detail: String? {
+        get { fields.detail }
+        set { fields = Fields(fields.code, fields.request, fields.response, fields.underlyingError, newValue) }
+    }
+
+    /// The error's parts, in one immutable box. A typed throw hands its error back in
+    /// registers when it fits and otherwise through a buffer the caller keeps in its
+    /// frame: with the request and the response inline, this error was some 550 bytes,
+    /// and every `throws(CatenaError)` async call of a chain kept that much in its task's
+    /// frames (memory from the task's allocator, which a task per call pays for in
+    /// `malloc`s once they outgrow its first slab). Boxed, it is one pointer; errors are
+    /// rarely changed, and a change makes a new box.
+    private final class Fields: Sendable {
+        let code: Code
+        let request: APIRequest
+        let response: APIResponse?
+        let underlyingError: (any Error)?
+        let detail: String?
+
+        init(_ code: Code, _ request: APIRequest, _ response: APIResponse?, _ underlyingError: (any Error)?, _ detail: String?) {
+            self.code = code
+            self.request = request
+            self.response = response
+            self.underlyingError = underlyingError
+            self.detail = detail
+        }
+    }
+
+    private var fields: Fields
 
     /// Creates an error. Prefer a `detail` that names the offending part.
     public init(_ code: Code, request: APIRequest, response: APIResponse? = nil, underlyingError: (any Error)? = nil, detail: String? = nil) {
-        self.code = code
-        self.request = request
-        self.response = response
-        self.underlyingError = underlyingError
-        self.detail = detail
+        fields = Fields(code, request, response, underlyingError, detail)
     }
 
     /// Wraps any error thrown while loading `request`: a CatenaError stays as it is,

@@ -22,14 +22,45 @@ extension AsyncHTTPClientTransport {
         request.body.stream == nil && request[option: UploadProgress.self] == nil && request[option: DownloadDestination.self] == nil
     }
 
-    /// `request` as the delegate API takes it, its body (in memory) opened afresh;
-    /// `cancelled` when the calling task is.
-    func delegateRequest(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> HTTPClient.Request {
+    /// One exchange, no redirects followed, gathered on the event loop.
+    ///
+    /// The call's task waits once, and holds nothing across that wait but the task and
+    /// its delegate: the request is built and sent, and the answer made, in synchronous
+    /// code (on the thread's stack). Async frames come from the task's allocator, whose
+    /// first slab is small: a call that outgrows it pays a `malloc` and a `free` for every
+    /// frame past the edge, which a task per call (a server's handler, say) pays anew.
+    func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
+        let (task, delegate) = try startGathered(request, timeout: timeout)
+        do {
+            let gathered = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return delegate.response(gathered)
+        } catch {
+            throw delegate.failure(error, timeout: timeout)
+        }
+    }
+
+    /// Builds `request` for the delegate API and starts it.
+    private func startGathered(
+        _ request: APIRequest, timeout: Duration
+    ) throws(CatenaError) -> (HTTPClient.Task<GatheringDelegate.Response>, GatheringDelegate) {
+        let outgoing = try delegateRequest(request, timeout: timeout)
+        let delegate = GatheringDelegate(transport: self, request: request, limit: request[option: MaximumResponseSize.self])
+        let task = client.execute(request: outgoing, delegate: delegate, deadline: NIODeadline.now() + TimeAmount(timeout))
+        return (task, delegate)
+    }
+
+    /// `request` as the delegate API takes it, its body (in memory: the delegate paths
+    /// take no streamed body) produced afresh; `cancelled` when the calling task is.
+    func delegateRequest(_ request: APIRequest, timeout: Duration) throws(CatenaError) -> HTTPClient.Request {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
                 url: try request.urlString(), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
-                body: try await request.bodyData().map { .bytes($0) })
+                body: try request.inMemoryBodyData().map { .bytes($0) })
         } catch let error as CatenaError {
             throw error
         } catch {
@@ -37,38 +68,6 @@ extension AsyncHTTPClientTransport {
         }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         return outgoing
-    }
-
-    /// One exchange, no redirects followed, gathered on the event loop.
-    func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        let limit = request[option: MaximumResponseSize.self]
-        let outgoing = try await delegateRequest(request, timeout: timeout)
-        let started = ContinuousClock.now
-        let delegate = GatheringDelegate(transport: self, request: request, limit: limit)
-        let task = client.execute(request: outgoing, delegate: delegate, deadline: NIODeadline.now() + TimeAmount(timeout))
-        let gathered: GatheringDelegate.Response
-        do {
-            gathered = try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-        } catch {
-            // Before the head, a closed or garbled connection may be someone else's
-            // leftover: the caller may send an idempotent request again.
-            let failure: any Error = !delegate.sawHead && Self.isConnectionFailure(error) ? PreHeadFailure(error: error) : error
-            throw Self.map(failure, request: request, timeout: timeout, limit: limit)
-        }
-        // Reported from the caller's task, not the event loop: an observer that takes its
-        // time must not hold up every connection on that loop.
-        request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
-        var response = APIResponse(
-            status: HTTPResponse.Status(code: Int(gathered.head.status.code), reasonPhrase: gathered.head.status.reasonPhrase),
-            headerFields: Self.fields(of: gathered.head.headers),
-            body: Data(buffer: gathered.body, byteTransferStrategy: .automatic),
-            request: request)
-        response.timing = ResponseTiming(started: started, headArrived: gathered.headArrived, bodyEnded: .now)
-        return response
     }
 }
 
@@ -78,8 +77,8 @@ extension AsyncHTTPClientTransport {
 /// `@unchecked Sendable`: AsyncHTTPClient calls every method of a delegate on the task's
 /// event loop, one after another (the client Catena configures follows no redirects,
 /// which would start a task of their own), and hands `didFinishRequest`'s answer over
-/// through the task's future; `sawHead` alone is read elsewhere, after that future
-/// completed on the same loop.
+/// through the task's future; `response(_:)` and `failure(_:timeout:)` read its state
+/// elsewhere, after that future completed on the same loop.
 final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     struct Response: Sendable {
         var head: HTTPResponseHead
@@ -90,6 +89,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private let transport: AsyncHTTPClientTransport
     private let request: APIRequest
     private let limit: Int
+    /// When the request was handed to AsyncHTTPClient.
+    private let started = ContinuousClock.now
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
@@ -100,8 +101,27 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         self.limit = limit
     }
 
-    /// Whether the response head arrived (read once the task's future completed).
-    var sawHead: Bool { head != nil }
+    /// The answer `gathered` makes, reported to the request's observers; on the
+    /// caller's task, not the event loop: an observer that takes its time must not hold
+    /// up every connection on that loop. (Called once the task's future completed.)
+    func response(_ gathered: Response) -> APIResponse {
+        request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
+        var response = APIResponse(
+            status: HTTPResponse.Status(code: Int(gathered.head.status.code), reasonPhrase: gathered.head.status.reasonPhrase),
+            headerFields: AsyncHTTPClientTransport.fields(of: gathered.head.headers),
+            body: Data(buffer: gathered.body, byteTransferStrategy: .automatic),
+            request: request)
+        response.timing = ResponseTiming(started: started, headArrived: gathered.headArrived, bodyEnded: .now)
+        return response
+    }
+
+    /// The call's error for `error`, the task's failure. Before the head, a closed or
+    /// garbled connection may be someone else's leftover: the caller may send an
+    /// idempotent request again. (Called once the task's future completed.)
+    func failure(_ error: any Error, timeout: Duration) -> CatenaError {
+        let failure: any Error = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error) ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
+        return AsyncHTTPClientTransport.map(failure, request: request, timeout: timeout, limit: limit)
+    }
 
     func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         do {

@@ -25,7 +25,7 @@ extension AsyncHTTPClientTransport {
     /// arrives. `timeout` covers the time to the head; `StreamIdleTimeout` the silences
     /// after it.
     func sendStreamedThroughDelegate(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
-        let outgoing = try await delegateRequest(request, timeout: timeout)
+        let outgoing = try delegateRequest(request, timeout: timeout)
         let started = ContinuousClock.now
         let delegate = StreamingDelegate(transport: self, request: request, timeout: timeout)
         // No deadline for AsyncHTTPClient: its deadline would cover the body too, and a

@@ -71,52 +71,59 @@ public enum Redirects {
         head: (Answer) -> APIResponse, discard: (Answer) -> Void,
         send: (APIRequest, Duration) async throws(CatenaError) -> Answer
     ) async throws(CatenaError) -> Answer {
+        // Across each wait only the hop is kept, and what follows an answer is decided in
+        // synchronous code: a call's async frames come from its task's allocator.
         // A call without Retry above gets its key here, once for all its redirects.
-        var request = request
-        _ = try request.applyIdempotencyKey()
-        let timeout = request.timeout ?? defaultTimeout
-        let policy = request[option: RedirectPolicy.self]
-        let limit: Int
-        switch policy {
-        case .never:
-            let answer = try await send(request, timeout)
-            try checkUnfollowed(answer, head: head, discard: discard, request: request)
-            return answer
-        case .follow(let max), .sameOrigin(let max): limit = Swift.max(0, max)
-        }
-        let clock = ContinuousClock()
-        let start = clock.now
         var hop = request
+        _ = try hop.applyIdempotencyKey()
+        let timeout = hop.timeout ?? defaultTimeout
+        let start = ContinuousClock.now
         var followed = 0
         while true {
-            let left = timeout - (clock.now - start)
+            let left = timeout - (ContinuousClock.now - start)
             guard left > .zero else {
                 throw CatenaError(.timedOut, request: hop, detail: "no complete answer within \(timeout) (after \(followed) redirects)")
             }
             let answer = try await send(hop, left)
-            let response = head(answer)
-            let next: APIRequest?
-            do {
-                next = try nextRequest(after: response, from: hop)
-            } catch {
-                discard(answer)
-                throw error
-            }
-            var leavesOrigin = false
-            if case .sameOrigin = policy, let next, !hop.hasSameOrigin(as: next) { leavesOrigin = true }
-            guard let next, !leavesOrigin else {
-                try checkUnfollowed(answer, head: head, discard: discard, request: hop)
-                return answer
-            }
-            discard(answer)
-            guard followed < limit else {
-                throw CatenaError(
-                    .invalidResponse, request: hop, response: response,
-                    detail: "too many redirects (more than \(limit))")
-            }
+            guard let next = try nextHop(after: answer, of: hop, followed: followed, head: head, discard: discard) else { return answer }
             followed += 1
             hop = next
         }
+    }
+
+    /// The request to send after `answer` to `hop`, as the hop's ``RedirectPolicy``
+    /// says, once `followed` redirects were followed; nil when `answer` is the answer.
+    /// An answer that is followed, or that fails, is discarded.
+    private static func nextHop<Answer>(
+        after answer: Answer, of hop: APIRequest, followed: Int, head: (Answer) -> APIResponse, discard: (Answer) -> Void
+    ) throws(CatenaError) -> APIRequest? {
+        let policy = hop[option: RedirectPolicy.self]
+        let limit: Int
+        switch policy {
+        case .never:
+            try checkUnfollowed(answer, head: head, discard: discard, request: hop)
+            return nil
+        case .follow(let max), .sameOrigin(let max): limit = Swift.max(0, max)
+        }
+        let response = head(answer)
+        let next: APIRequest?
+        do {
+            next = try nextRequest(after: response, from: hop)
+        } catch {
+            discard(answer)
+            throw error
+        }
+        var leavesOrigin = false
+        if case .sameOrigin = policy, let next, !hop.hasSameOrigin(as: next) { leavesOrigin = true }
+        guard let next, !leavesOrigin else {
+            try checkUnfollowed(answer, head: head, discard: discard, request: hop)
+            return nil
+        }
+        discard(answer)
+        guard followed < limit else {
+            throw CatenaError(.invalidResponse, request: hop, response: response, detail: "too many redirects (more than \(limit))")
+        }
+        return next
     }
 
     /// A redirect handed over unfollowed has a body like any answer: one in a coding

@@ -415,13 +415,31 @@ extension APIRequest {
     /// - Throws: ``CatenaError/Code/invalidRequest`` naming the body's kind when it
     ///   cannot be produced (a value that fails to encode, say).
     public func bodyData() async throws(CatenaError) -> Data? {
+        guard body.stream != nil else { return try inMemoryBodyData() }
         do {
             let data = try await body.makeData()
             if let data { report(.bodySent(bytes: Int64(data.count))) }
             return data
         } catch {
-            throw CatenaError(.invalidRequest, request: self, underlyingError: error, detail: "the \(body.kind) body could not be produced")
+            throw bodyFailure(error)
         }
+    }
+
+    /// ``bodyData()`` for a body made in memory (``Body/stream`` is nil), without
+    /// suspending: a transport's synchronous preparation of a call can make it.
+    package func inMemoryBodyData() throws(CatenaError) -> Data? {
+        precondition(body.stream == nil, "a streamed body is read with bodyData()")
+        do {
+            let data = try body.producedData()
+            if let data { report(.bodySent(bytes: Int64(data.count))) }
+            return data
+        } catch {
+            throw bodyFailure(error)
+        }
+    }
+
+    private func bodyFailure(_ error: any Error) -> CatenaError {
+        CatenaError(.invalidRequest, request: self, underlyingError: error, detail: "the \(body.kind) body could not be produced")
     }
 }
 

@@ -42,7 +42,9 @@ public enum OriginBoundHeaders: RequestOption {
 /// - A `Location` that is missing or unusable leaves the 3xx as the answer; one that
 ///   names a scheme other than http or https fails with
 ///   ``CatenaError/Code/invalidResponse``. User information in a `Location` is dropped.
-/// - The request's timeout covers the whole exchange, redirects included.
+/// - The request's timeout covers the whole exchange, redirects included. A hop is
+///   sent only while time is left: a call whose timeout is already spent (zero, say)
+///   fails with ``CatenaError/Code/timedOut`` before anything is sent, whatever the policy.
 public enum Redirects {
     /// The status codes that are redirects.
     public static func isRedirect(_ status: HTTPResponse.Status) -> Bool {

@@ -25,8 +25,25 @@ extension AsyncHTTPClientTransport {
     /// arrives. `timeout` covers the time to the head; `StreamIdleTimeout` the silences
     /// after it.
     func sendStreamedThroughDelegate(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
+        // Only the task, its delegate and the head's timer are held across the wait: the
+        // request is built and the answer made in synchronous code (see `sendGathered`).
+        let (task, delegate, headTimer) = try startStreamed(request, timeout: timeout)
+        let outcome = await withTaskCancellationHandler {
+            await delegate.head()
+        } onCancel: {
+            // Only while the head is still awaited: a head already handed over keeps its
+            // body, which the reader's own cancellation ends.
+            if delegate.cancelled() { task.cancel() }
+        }
+        headTimer.cancel()
+        return try delegate.response(outcome.get())
+    }
+
+    /// Builds `request` for the delegate API and starts it, with a timer for its head.
+    private func startStreamed(
+        _ request: APIRequest, timeout: Duration
+    ) throws(CatenaError) -> (HTTPClient.Task<Void>, StreamingDelegate, Scheduled<Void>) {
         let outgoing = try delegateRequest(request, timeout: timeout)
-        let started = ContinuousClock.now
         let delegate = StreamingDelegate(transport: self, request: request, timeout: timeout)
         // No deadline for AsyncHTTPClient: its deadline would cover the body too, and a
         // stream may run as long as its reader reads.
@@ -38,21 +55,7 @@ extension AsyncHTTPClientTransport {
             // Only while the head is still awaited: a head that won the race keeps its body.
             if delegate.headTimedOut() { task.cancel() }
         }
-        let outcome = await withTaskCancellationHandler {
-            await delegate.head()
-        } onCancel: {
-            // Only while the head is still awaited: a head already handed over keeps its
-            // body, which the reader's own cancellation ends.
-            if delegate.cancelled() { task.cancel() }
-        }
-        headTimer.cancel()
-        let answer = try outcome.get()
-        request.report(.responseHead(status: Int(answer.head.status.code), after: answer.headArrived - started))
-        var streamed = StreamedResponse(
-            status: HTTPResponse.Status(code: Int(answer.head.status.code), reasonPhrase: answer.head.status.reasonPhrase),
-            headerFields: Self.fields(of: answer.head.headers), body: ResponseBody(channel: answer.channel), request: request)
-        streamed.timing = ResponseTiming(started: started, headArrived: answer.headArrived)
-        return streamed
+        return (task, delegate, headTimer)
     }
 }
 
@@ -100,12 +103,25 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     private let transport: AsyncHTTPClientTransport
     private let request: APIRequest
     private let timeout: Duration
+    /// When the request was handed to AsyncHTTPClient.
+    private let started = ContinuousClock.now
     private let state = Locked(State())
 
     init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) {
         self.transport = transport
         self.request = request
         self.timeout = timeout
+    }
+
+    /// The streamed answer `head` makes, reported to the request's observers (on the
+    /// caller's task).
+    func response(_ head: Head) -> StreamedResponse {
+        request.report(.responseHead(status: Int(head.head.status.code), after: head.headArrived - started))
+        var streamed = StreamedResponse(
+            status: HTTPResponse.Status(code: Int(head.head.status.code), reasonPhrase: head.head.status.reasonPhrase),
+            headerFields: AsyncHTTPClientTransport.fields(of: head.head.headers), body: ResponseBody(channel: head.channel), request: request)
+        streamed.timing = ResponseTiming(started: started, headArrived: head.headArrived)
+        return streamed
     }
 
     /// Waits for the head (or the failure before it). Called once.

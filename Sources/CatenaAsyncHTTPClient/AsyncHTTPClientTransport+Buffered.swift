@@ -119,7 +119,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// garbled connection may be someone else's leftover: the caller may send an
     /// idempotent request again. (Called once the task's future completed.)
     func failure(_ error: any Error, timeout: Duration) -> CatenaError {
-        let failure: any Error = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error) ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
+        let preHead = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error)
+        let failure: any Error = preHead ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
         return AsyncHTTPClientTransport.map(failure, request: request, timeout: timeout, limit: limit)
     }
 

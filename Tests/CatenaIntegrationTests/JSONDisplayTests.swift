@@ -90,7 +90,8 @@ struct JSONDisplayTests {
             // Foundation takes some text with a NUL in it as JSON (`8\0\\` reads as 8, seed
             // 15402251163475111805), and text behind a byte-order mark; the layout refuses
             // both, so such text is not JSON here.
-            let valid = !bytes.contains(0) && !bytes.starts(with: [0xEF, 0xBB, 0xBF])
+            let valid =
+                !bytes.contains(0) && !bytes.starts(with: [0xEF, 0xBB, 0xBF])
                 && (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
             let formatted = JSONDisplay.format(data, colours: true)
             #expect((formatted != nil) == valid, "seed \(seed): \(bytes)")

@@ -1,4 +1,5 @@
 @testable import Catena
+import CatenaTesting
 import Foundation
 import Testing
 
@@ -32,7 +33,8 @@ struct MultipartInjectionTests {
 
     @Test("3,000 random names, filenames and content types: two header lines per part, never more")
     func random() {
-        var generator = SystemRandomNumberGenerator()
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
         func text() -> String {
             (0..<Int.random(in: 0...6, using: &generator)).map { _ in Self.pieces.randomElement(using: &generator)! }.joined()
         }
@@ -40,13 +42,13 @@ struct MultipartInjectionTests {
             var form = MultipartForm(boundary: "catena-test-boundary")
             form.append(.init(name: text(), filename: text(), contentType: text(), data: Data("x".utf8)))
             let parts = Self.headLines(form.encoded(), boundary: "catena-test-boundary")
-            #expect(parts.count == 1)
+            #expect(parts.count == 1, "seed \(seed)")
             guard let lines = parts.first else { continue }
-            #expect(lines.count == 2, "\(lines)")
-            #expect(lines.first?.hasPrefix("Content-Disposition: form-data; name=\"") == true)
-            #expect(lines.last?.hasPrefix("Content-Type: ") == true)
+            #expect(lines.count == 2, "seed \(seed): \(lines)")
+            #expect(lines.first?.hasPrefix("Content-Disposition: form-data; name=\"") == true, "seed \(seed): \(lines)")
+            #expect(lines.last?.hasPrefix("Content-Type: ") == true, "seed \(seed): \(lines)")
             // The quoted parameters hold no bare quote: each value ends where it should.
-            #expect(lines.first.map { $0.filter { $0 == "\"" }.count } == 4)
+            #expect(lines.first.map { $0.filter { $0 == "\"" }.count } == 4, "seed \(seed): \(lines)")
         }
     }
 }

@@ -42,8 +42,14 @@ public struct LogMiddleware: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        let request = withRedaction(request)
-        guard logger.logLevel <= level else { return try await next.load(request) }
+        guard logger.logLevel <= level else { return try await next.load(withRedaction(request)) }
+        return try await loadLogged(withRedaction(request), next: next)
+    }
+
+    /// `load` when the level logs. A function of its own, so a chain that logs nothing
+    /// keeps no room in its task's frames for the target, the clock and the response.
+    @inline(never)
+    private func loadLogged(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         let redaction = Redaction.effective(for: request)
         let target = "\(request.method.rawValue) \(request.assembleURL(redacting: redaction))"
         logger.log(level: level, "→ \(target)", metadata: headers(request.headerFields, redaction))

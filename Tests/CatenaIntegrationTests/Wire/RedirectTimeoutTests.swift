@@ -65,6 +65,34 @@ struct RedirectTimeoutTests {
         #expect(try await kind.make().load(sameOrigin).status == .found)
     }
 
+    @Test(
+        "a call whose timeout is already spent fails with timedOut and sends nothing, whatever the redirect policy",
+        arguments: TransportKind.allCases)
+    func spentTimeout(kind: TransportKind) async throws {
+        let transport = kind.make()
+        for policy: RedirectPolicy in [.never, .follow(max: 5), .sameOrigin(max: 5)] {
+            for streamed in [false, true] {
+                // The body is produced only for an attempt that goes out.
+                let produced = Locked(0)
+                var request = APIRequest(
+                    .post, url: URL(string: try await Self.echoURL())!,
+                    body: APIRequest.Body(kind: "counted", contentType: "text/plain") {
+                        produced.withLock { $0 += 1 }
+                        return Data("x".utf8)
+                    })
+                request.timeout = .zero
+                request[option: RedirectPolicy.self] = policy
+                do {
+                    if streamed { _ = try await transport.stream(request) } else { _ = try await transport.load(request) }
+                    Issue.record("\(kind) \(policy) streamed: \(streamed): a call with no time left was answered")
+                } catch {
+                    #expect(error.code == .timedOut, "\(kind) \(policy) streamed: \(streamed): \(error)")
+                }
+                #expect(produced.withLock { $0 } == 0, "\(kind) \(policy) streamed: \(streamed): the body was made for a send")
+            }
+        }
+    }
+
     enum Source: String, CaseIterable, Sendable { case environment, authorization, cookie, apiKeyHeader }
     enum Destination: String, CaseIterable, Sendable { case sameOrigin, otherPort, otherHost }
 

@@ -221,7 +221,9 @@ enum CatenaAllocations {
         ]
 
         print("Allocations per call: \(calls) sequential calls of GET /api/users/2 per round (\(eventCalls) streams of \(events) events), median of 5 rounds;")
-        print("the demo server in another process; counted with ordo-one/malloc-interposer (LD_PRELOAD).")
+        let placement = inProcessServer == nil ? "in another process" : "in this process (counted too)"
+        let calling = inFlight > 1 ? "a task per call, \(inFlight) in flight" : "one call after another"
+        print("the demo server \(placement); counted with ordo-one/malloc-interposer (LD_PRELOAD); \(calling).")
         print("date: \(Date().formatted(.iso8601))")
         print()
         print(

@@ -27,8 +27,8 @@ extension AsyncHTTPClientTransport {
     /// The call's task waits once, and holds nothing across that wait but the task and
     /// its delegate: the request is built and sent, and the answer made, in synchronous
     /// code (on the thread's stack). Async frames come from the task's allocator, whose
-    /// first slab is small: a call that outgrows it pays a `malloc` and a `free` for every
-    /// frame past the edge, which a task per call (a server's handler, say) pays anew.
+    /// first slab is small: frames past it come from slabs taken from `malloc`, which a
+    /// task per call (a server's handler, say) pays anew (BENCHMARKS.md, "A task per call").
     func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
         let (task, delegate) = try startGathered(request, timeout: timeout)
         do {

@@ -195,9 +195,20 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
-        guard let channel = state.withLock({ $0.channel }), !channel.offer(Data(bodyPart: part)) else {
-            return task.eventLoop.makeSucceededVoidFuture()
+        guard let channel = state.withLock({ $0.channel }) else { return task.eventLoop.makeSucceededVoidFuture() }
+        let offered = channel.offerBatched(Data(bodyPart: part))
+        if offered.wake {
+            // AsyncHTTPClient hands a read's parts over one after another on the task's
+            // event loop: the reader is woken once, after them, as the raw body
+            // sequence wakes its reader once per read. It always calls from that loop;
+            // were it ever not to, there would be no "after" to wait for: wake now.
+            if task.eventLoop.inEventLoop {
+                task.eventLoop.execute { channel.wakeReader() }
+            } else {
+                channel.wakeReader()
+            }
         }
+        guard !offered.room else { return task.eventLoop.makeSucceededVoidFuture() }
         // The window is full: the next part waits until the reader has made room.
         return state.withLock { state in
             if state.roomEarly {

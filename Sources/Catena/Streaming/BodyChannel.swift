@@ -24,9 +24,12 @@ package final class BodyChannel: Sendable {
         var writer: CheckedContinuation<Bool, Never>?
         /// The producer was told the window is full and waits for `onRoom`.
         var producerPaused = false
+        /// A batching producer was told to call `wakeReader()` and has not yet.
+        var wakePending = false
         var onTerminate: (@Sendable () -> Void)?
         var onRoom: (@Sendable () -> Void)?
         var timer: (any DispatchSourceTimer)?
+        /// The last chunk handed in or taken out; kept only for the idle timer.
         var lastActivity = DispatchTime.now()
         /// The most bytes ever held unread, for tests of the window.
         var peak = 0
@@ -68,7 +71,7 @@ package final class BodyChannel: Sendable {
         enum Next { case delivered(CheckedContinuation<Data?, any Error>?), full, ended }
         let next = state.withLock { state -> Next in
             guard state.end == nil else { return .ended }
-            state.lastActivity = .now()
+            if idle != nil { state.lastActivity = .now() }
             if let reader = state.reader {
                 state.reader = nil
                 return .delivered(reader)
@@ -106,51 +109,110 @@ package final class BodyChannel: Sendable {
     /// and runs past ``overflowLimit`` fails the body. A chunk after the end is dropped.
     @discardableResult
     package func offer(_ chunk: Data) -> Bool {
-        guard !chunk.isEmpty else { return true }
-        if state.withLock({ $0.end == nil && $0.buffered + chunk.count > overflowLimit }) {
-            terminate(
-                with: CatenaError(
-                    .invalidResponse, request: request,
-                    detail: "the reader fell more than \(overflowLimit) bytes behind the transfer, which this transport cannot pause"))
-            return false
+        hand(chunk, wakeLater: false).room
+    }
+
+    /// What a producer learns from ``offerBatched(_:)``.
+    package struct Offered: Sendable, Equatable {
+        /// False when the window is now full: pause the transfer until `onRoom` runs.
+        package var room: Bool
+        /// The reader waits for this chunk and has not been woken: call ``wakeReader()``
+        /// once the parts at hand are handed over.
+        package var wake: Bool
+    }
+
+    /// Like ``offer(_:)``, but a waiting reader is not woken for each chunk: the
+    /// producer calls ``wakeReader()`` once, when ``Offered/wake`` says so, after the
+    /// parts it has at hand. AsyncHTTPClient hands over a read's parts one by one in
+    /// one go; woken per part, a reader that keeps up would wait (and be woken) again
+    /// for each, where one wake-up for the lot is what the raw body sequence costs.
+    package func offerBatched(_ chunk: Data) -> Offered {
+        hand(chunk, wakeLater: true)
+    }
+
+    /// Hands the oldest waiting chunk to a reader whose wake-up ``offerBatched(_:)``
+    /// deferred. Harmless when nobody waits any more.
+    package func wakeReader() {
+        let handOver = state.withLock { state -> (CheckedContinuation<Data?, any Error>, Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?)? in
+            state.wakePending = false
+            guard let reader = state.reader, let (chunk, room, writer) = take(from: &state) else { return nil }
+            state.reader = nil
+            return (reader, chunk, room, writer)
         }
-        let (reader, room) = state.withLock { state -> (CheckedContinuation<Data?, any Error>?, Bool) in
-            guard state.end == nil else { return (nil, true) }
-            state.lastActivity = .now()
-            if let reader = state.reader {
+        guard let (reader, chunk, room, writer) = handOver else { return }
+        // The reader first: on the event loop, `room` lets the transport run on at once.
+        reader.resume(returning: chunk)
+        writer?.resume(returning: true)
+        room?()
+    }
+
+    private func hand(_ chunk: Data, wakeLater: Bool) -> Offered {
+        guard !chunk.isEmpty else { return Offered(room: true, wake: false) }
+        enum Outcome { case held(Offered), delivered(CheckedContinuation<Data?, any Error>), overflow }
+        let outcome = state.withLock { state -> Outcome in
+            guard state.end == nil else { return .held(Offered(room: true, wake: false)) }
+            if state.buffered + chunk.count > overflowLimit { return .overflow }
+            if idle != nil { state.lastActivity = .now() }
+            // A reader waits only on an empty window unless its wake-up is pending.
+            if !wakeLater, state.head == state.chunks.count, let reader = state.reader {
                 state.reader = nil
-                return (reader, true)
+                return .delivered(reader)
             }
             state.chunks.append(chunk)
             state.buffered += chunk.count
             state.peak = max(state.peak, state.buffered)
+            var offered = Offered(room: true, wake: false)
+            if state.reader != nil, !state.wakePending {
+                state.wakePending = true
+                offered.wake = true
+            }
             // Told once, when the window becomes full: the producer pauses once and
             // is resumed once by `onRoom`.
             if state.buffered >= window, !state.producerPaused {
                 state.producerPaused = true
-                return (nil, false)
+                offered.room = false
             }
-            return (nil, true)
+            return .held(offered)
         }
-        reader?.resume(returning: chunk)
-        return room
+        switch outcome {
+        case .held(let offered):
+            // A producer that does not batch has nobody to wake later.
+            if offered.wake, !wakeLater { wakeReader() }
+            return offered
+        case .delivered(let reader):
+            reader.resume(returning: chunk)
+            return Offered(room: true, wake: false)
+        case .overflow:
+            terminate(
+                with: CatenaError(
+                    .invalidResponse, request: request,
+                    detail: "the reader fell more than \(overflowLimit) bytes behind the transfer, which this transport cannot pause"))
+            return Offered(room: false, wake: false)
+        }
     }
 
     /// The producer's end: nil for a complete body, else the error.
     package func finish(_ error: CatenaError? = nil) {
-        let (reader, writer, timer) = state.withLock {
-            state -> (CheckedContinuation<Data?, any Error>?, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?) in
-            guard state.end == nil else { return (nil, nil, nil) }
+        enum Reader { case none, chunk(CheckedContinuation<Data?, any Error>, Data), end(CheckedContinuation<Data?, any Error>) }
+        let (reader, writer, timer) = state.withLock { state -> (Reader, CheckedContinuation<Bool, Never>?, (any DispatchSourceTimer)?) in
+            guard state.end == nil else { return (.none, nil, nil) }
             state.end = .some(error)
             state.onTerminate = nil  // the transfer is over by itself
             state.onRoom = nil
+            let writer = state.writer
             defer { state.reader = nil; state.writer = nil; state.timer = nil }
-            // A reader waits only when nothing is buffered: it gets the end now.
-            return (state.reader, state.writer, state.timer)
+            guard let waiting = state.reader else { return (.none, writer, state.timer) }
+            // A reader whose wake-up was deferred waits with chunks in the window: it
+            // gets the oldest now, the rest and then the end from `next()`.
+            if let (chunk, _, _) = take(from: &state) { return (.chunk(waiting, chunk), writer, state.timer) }
+            return (.end(waiting), writer, state.timer)
         }
         timer?.cancel()
         writer?.resume(returning: false)
-        if let reader {
+        switch reader {
+        case .none: break
+        case .chunk(let reader, let chunk): reader.resume(returning: chunk)
+        case .end(let reader):
             if let error { reader.resume(throwing: error) } else { reader.resume(returning: nil) }
         }
     }
@@ -217,7 +279,7 @@ package final class BodyChannel: Sendable {
         state.chunks[state.head] = Data()
         state.head += 1
         state.buffered -= chunk.count
-        state.lastActivity = .now()
+        if idle != nil { state.lastActivity = .now() }
         if state.head == state.chunks.count || state.head > 64 {
             state.chunks.removeFirst(state.head)
             state.head = 0
@@ -270,6 +332,9 @@ package final class BodyChannel: Sendable {
 
     /// The most bytes ever held unread.
     var peakBuffered: Int { state.withLock { $0.peak } }
+
+    /// Whether a reader waits in ``next()`` (for tests that need it parked).
+    var isReaderWaiting: Bool { state.withLock { $0.reader != nil } }
 
     /// Whether the body has ended.
     package var hasEnded: Bool { state.withLock { $0.end != nil } }

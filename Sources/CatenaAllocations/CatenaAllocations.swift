@@ -2,7 +2,7 @@
 // figure the noise of a shared two-core machine cannot move.
 //
 //   swift build -c release --enable-all-traits --product CatenaAllocations
-//   .build/release/CatenaAllocations [--calls 2000] [--in-flight 1] [--only TEXT] [--in-process]
+//   .build/release/CatenaAllocations [--calls 2000] [--in-flight 1] [--only TEXT] [--in-process] [--loops N]
 //
 // It counts with ordo-one/malloc-interposer (package-benchmark's counter), preloaded:
 // the program starts itself again with LD_PRELOAD set when it is not. The demo server
@@ -123,8 +123,12 @@ enum CatenaAllocations {
         }
         let userURL = base.appendingPathComponent("api/users/2")
 
-        let client = HTTPClient(
-            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
+        // `--loops N`: the client's own group of N event loops. With one, a delegate's task
+        // and its connection always share the loop (AsyncHTTPClient's delegate API hops
+        // every callback to the task's loop when they differ).
+        let loops = arguments.firstIndex(of: "--loops").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil }
+        let loopGroup = loops.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? MultiThreadedEventLoopGroup.singleton
+        let client = HTTPClient(eventLoopGroup: loopGroup, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
         let ahc = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client)
         let quiet = Logger(label: "allocations") { _ in SwiftLogNoOpLogHandler() }
         let environmentOption = ServerEnvironment(baseURL: base)!
@@ -151,6 +155,16 @@ enum CatenaAllocations {
         let eventCalls = max(calls / 100, 10)
         @Sendable func expect(_ count: Int) throws {
             guard count == events else { throw CatenaError(.invalidResponse, request: eventRequest, detail: "\(count) of \(events) events") }
+        }
+
+        // A large streamed body, counted per MiB: what each body part costs.
+        let mebibytes = 64
+        let fileURL = base.appending(path: "api/file").appending(queryItems: [URLQueryItem(name: "size", value: String(mebibytes << 20))])
+        let fileRequest = APIRequest(.get, url: fileURL)
+        let fileCalls = max(calls / 250, 4)
+        let fileGroup = "streamed \(mebibytes) MiB, per MiB, AsyncHTTPClient"
+        @Sendable func expectFile(_ count: Int) throws {
+            guard count == mebibytes << 20 else { throw CatenaError(.invalidResponse, request: fileRequest, detail: "\(count) of \(mebibytes << 20) bytes") }
         }
 
         // OpenAPI: one generated client over the official transport and over Catena's bridge.
@@ -183,6 +197,17 @@ enum CatenaAllocations {
             },
             Variant(group: "streamed GET, AsyncHTTPClient", name: "Catena transport: stream, body read chunk by chunk") {
                 for try await _ in try await ahc.stream(absolute).body {}
+            },
+            Variant(group: fileGroup, name: "raw: execute, body read chunk by chunk", units: mebibytes, calls: fileCalls) {
+                let response = try await client.execute(HTTPClientRequest(url: fileURL.absoluteString), timeout: .seconds(60))
+                var count = 0
+                for try await chunk in response.body { count += chunk.readableBytes }
+                try expectFile(count)
+            },
+            Variant(group: fileGroup, name: "Catena transport: stream, body read chunk by chunk", units: mebibytes, calls: fileCalls) {
+                var count = 0
+                for try await chunk in try await ahc.stream(fileRequest).body { count += chunk.count }
+                try expectFile(count)
             },
             Variant(
                 group: "server-sent event, AsyncHTTPClient", name: "raw: execute + Catena's event parser on each chunk (as Data, not copied)", units: events,
@@ -249,6 +274,7 @@ enum CatenaAllocations {
             )
         }
         try await client.shutdown()
+        if loops != nil { try await loopGroup.shutdownGracefully() }
         session.invalidateAndCancel()
         serverProcess?.terminate()
         serverProcess?.waitUntilExit()

@@ -204,9 +204,20 @@ enum CatenaAllocations {
                 for try await chunk in response.body { count += chunk.readableBytes }
                 try expectFile(count)
             },
+            Variant(group: fileGroup, name: "raw: delegate API, parts counted on the event loop (no reader, no window)", units: mebibytes, calls: fileCalls) {
+                let outgoing = try HTTPClient.Request(url: fileURL.absoluteString)
+                try expectFile(try await client.execute(request: outgoing, delegate: CountingDelegate()).futureResult.get())
+            },
             Variant(group: fileGroup, name: "Catena transport: stream, body read chunk by chunk", units: mebibytes, calls: fileCalls) {
                 var count = 0
                 for try await chunk in try await ahc.stream(fileRequest).body { count += chunk.count }
+                try expectFile(count)
+            },
+            Variant(group: fileGroup, name: "Catena transport: stream, 256 KiB window (the old default)", units: mebibytes, calls: fileCalls) {
+                var request = fileRequest
+                request[option: StreamWindow.self] = 256 * 1024
+                var count = 0
+                for try await chunk in try await ahc.stream(request).body { count += chunk.count }
                 try expectFile(count)
             },
             Variant(
@@ -326,4 +337,21 @@ func count(_ variant: Variant, calls: Int, inFlight: Int = 1, rounds: Int = 5) a
     let middle = rounds / 2
     return Count(
         allocations: allocations.sorted()[middle], bytes: bytes.sorted()[middle], cpu: cpu.sorted()[middle], rate: rate.sorted()[middle])
+}
+
+/// AsyncHTTPClient's delegate API with nothing on top: counts each part's bytes where it
+/// arrives and asks for the next at once. What that API itself costs per part, the floor
+/// under Catena's streamed path, which is built on it.
+final class CountingDelegate: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Int
+    private let bytes = Locked(0)
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Int>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        bytes.withLock { $0 += buffer.readableBytes }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Int>) throws -> Int {
+        bytes.withLock { $0 }
+    }
 }

@@ -101,8 +101,9 @@ package final class BodyChannel: Sendable {
 
     /// How far past the window a producer that cannot pause may run before the body
     /// fails: corelibs URLSession keeps delivering after `suspend()` (measured: 7.6 MB
-    /// of an 8 MB body arrived while "suspended"), so this is what bounds its memory.
-    var overflowLimit: Int { max(window * 32, 4 * 1024 * 1024) }
+    /// of an 8 MB body arrived while "suspended"), so this is what bounds its memory:
+    /// 8 MiB at the default window.
+    var overflowLimit: Int { max(window * 16, 4 * 1024 * 1024) }
 
     /// Hands a chunk to the reader without waiting. Returns false when the window is
     /// now full: pause the transfer until `onRoom` runs. A producer that cannot pause

@@ -126,8 +126,15 @@ enum CatenaAllocations {
         // `--loops N`: the client's own group of N event loops. With one, a delegate's task
         // and its connection always share the loop (AsyncHTTPClient's delegate API hops
         // every callback to the task's loop when they differ).
-        let loops = arguments.firstIndex(of: "--loops").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil }
-        let loopGroup = loops.map { MultiThreadedEventLoopGroup(numberOfThreads: max(1, $0)) } ?? MultiThreadedEventLoopGroup.singleton
+        var loops: Int?
+        if let flag = arguments.firstIndex(of: "--loops") {
+            guard arguments.indices.contains(flag + 1), let count = Int(arguments[flag + 1]), count >= 1 else {
+                print("--loops needs a whole number of event loops, at least 1")
+                exit(2)
+            }
+            loops = count
+        }
+        let loopGroup = loops.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton
         let client = HTTPClient(eventLoopGroup: loopGroup, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
         let ahc = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client)
         let quiet = Logger(label: "allocations") { _ in SwiftLogNoOpLogHandler() }
@@ -259,7 +266,8 @@ enum CatenaAllocations {
         print("Allocations per call: \(calls) sequential calls of GET /api/users/2 per round (\(eventCalls) streams of \(events) events), median of 5 rounds;")
         let placement = inProcessServer == nil ? "in another process" : "in this process (counted too)"
         let calling = inFlight > 1 ? "a task per call, \(inFlight) in flight" : "one call after another"
-        print("the demo server \(placement); counted with ordo-one/malloc-interposer (LD_PRELOAD); \(calling).")
+        let clientLoops = loops.map { "its own \($0) event loop(s)" } ?? "the shared event loops"
+        print("the demo server \(placement); counted with ordo-one/malloc-interposer (LD_PRELOAD); \(calling); the client on \(clientLoops).")
         print("date: \(Date().formatted(.iso8601))")
         print()
         print(

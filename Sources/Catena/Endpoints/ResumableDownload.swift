@@ -29,8 +29,9 @@ extension Client {
     /// without a validator is never resumed. Once complete, the file is renamed into
     /// place and the sidecars removed.
     ///
-    /// The body streams to disk: memory stays within ``StreamWindow``, on both
-    /// transports. Run one download per destination at a time.
+    /// The body streams to disk: memory stays within ``StreamWindow`` on
+    /// AsyncHTTPClient, and within 16 windows (at least 4 MiB) on corelibs URLSession,
+    /// which cannot pause a transfer. Run one download per destination at a time.
     public func resumableDownload<E: DownloadEndpoint>(_ endpoint: E, policy: ResumePolicy = ResumePolicy()) -> Transfer<URL> {
         let loader = self.loader
         return transfer { report throws(CatenaError) in

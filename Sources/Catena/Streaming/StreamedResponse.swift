@@ -124,8 +124,8 @@ public struct ResponseBody: AsyncSequence, Sendable {
 /// How many unread bytes a streamed body may hold before the transport pauses: the
 /// memory a slow reader costs. 512 KiB by default: twice what one read of SwiftNIO's
 /// brings (up to 4 reads of 64 KiB), so that a read lands while the reader drains the
-/// one before. A window of one read's size paused the transfer after every read: 35 %
-/// more context switches and about 15 % more CPU per MiB (BENCHMARKS.md).
+/// one before. A window of one read's size paused the transfer after every read, with
+/// about a third more context switches (counted in BENCHMARKS.md).
 public enum StreamWindow: RequestOption {
     public static let defaultValue = 512 * 1024
 }

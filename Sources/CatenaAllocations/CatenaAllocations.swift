@@ -78,6 +78,18 @@ enum CatenaAllocations {
         // `--in-flight N`: N calls at a time instead of one after another.
         let inFlight = arguments.firstIndex(of: "--in-flight").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } ?? 1
 
+        // `--loops N`: the client's own group of N event loops. With one, a delegate's task
+        // and its connection always share the loop (AsyncHTTPClient's delegate API hops
+        // every callback to the task's loop when they differ).
+        var loops: Int?
+        if let flag = arguments.firstIndex(of: "--loops") {
+            guard arguments.indices.contains(flag + 1), let count = Int(arguments[flag + 1]), count >= 1 else {
+                print("--loops needs a whole number of event loops, at least 1")
+                exit(2)
+            }
+            loops = count
+        }
+
         // Counting needs the interposer preloaded: start again with it when it is not.
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         let interposer = executable.deletingLastPathComponent().appendingPathComponent("libMallocInterposerSwift.so").path
@@ -123,17 +135,6 @@ enum CatenaAllocations {
         }
         let userURL = base.appendingPathComponent("api/users/2")
 
-        // `--loops N`: the client's own group of N event loops. With one, a delegate's task
-        // and its connection always share the loop (AsyncHTTPClient's delegate API hops
-        // every callback to the task's loop when they differ).
-        var loops: Int?
-        if let flag = arguments.firstIndex(of: "--loops") {
-            guard arguments.indices.contains(flag + 1), let count = Int(arguments[flag + 1]), count >= 1 else {
-                print("--loops needs a whole number of event loops, at least 1")
-                exit(2)
-            }
-            loops = count
-        }
         let loopGroup = loops.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) } ?? MultiThreadedEventLoopGroup.singleton
         let client = HTTPClient(eventLoopGroup: loopGroup, configuration: CatenaAsyncHTTPClient.AsyncHTTPClientTransport.defaultConfiguration)
         let ahc = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client)

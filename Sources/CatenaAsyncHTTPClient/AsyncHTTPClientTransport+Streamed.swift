@@ -66,8 +66,14 @@ extension Data {
     /// counts only the bytes). NIO's `.automatic` copies every part up to 256 KiB: every
     /// byte of a stream, one more time.
     init(bodyPart part: ByteBuffer) {
-        self.init(buffer: part, byteTransferStrategy: part.readableBytes * 2 >= part.storageCapacity ? .noCopy : .copy)
+        self.init(buffer: part, byteTransferStrategy: part.fillsHalfItsStorage ? .noCopy : .copy)
     }
+}
+
+extension ByteBuffer {
+    /// Whether the readable bytes are at least half the storage they keep alive: such a
+    /// part may be held as it is; a smaller one is copied (see `Data(bodyPart:)`).
+    var fillsHalfItsStorage: Bool { readableBytes * 2 >= storageCapacity }
 }
 
 /// Hands one response's head to the waiting call and its body parts to a
@@ -196,7 +202,13 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
         guard let channel = state.withLock({ $0.channel }) else { return task.eventLoop.makeSucceededVoidFuture() }
-        let offered = channel.offerBatched(Data(bodyPart: part))
+        // A part that fills at least half its read buffer is handed over as it is; a
+        // small slice of a larger one is copied, into the chunk that gathers a read's
+        // small parts when there is one (an event stream's events).
+        let offered =
+            part.fillsHalfItsStorage
+            ? channel.offerBatched(Data(buffer: part, byteTransferStrategy: .noCopy))
+            : part.withUnsafeReadableBytes { channel.offerBatched(copying: $0) }
         if offered.wake {
             // AsyncHTTPClient hands a read's parts over one after another on the task's
             // event loop: the reader is woken once, after them, as the raw body

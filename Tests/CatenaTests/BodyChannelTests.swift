@@ -51,7 +51,7 @@ struct BodyChannelTests {
         channel.finish()
         let (chunks, error) = await reader.value
         #expect(error == nil)
-        #expect(chunks == ["a", "b", "c"].map(Self.bytes))
+        #expect(chunks == [Self.bytes("abc")], "small parts waiting unread are gathered into one chunk")
     }
 
     @Test("the producer's end with a wake-up pending hands the reader the waiting chunks before the end", arguments: [false, true])
@@ -64,7 +64,7 @@ struct BodyChannelTests {
         channel.finish(failing ? failure : nil)
         channel.wakeReader()  // late, as the event loop's task may be: changes nothing
         let (chunks, error) = await reader.value
-        #expect(chunks == ["one", "two"].map(Self.bytes))
+        #expect(chunks == [Self.bytes("onetwo")])
         #expect(error?.code == (failing ? .invalidResponse : nil))
     }
 
@@ -97,16 +97,19 @@ struct BodyChannelTests {
         #expect(chunks == [Self.bytes("now")])
     }
 
+    /// Parts larger than `BodyChannel.smallPart`, which are held as they come.
+    static let large = 10 * 1024
+
     @Test("a full window pauses a batching producer once, and the reader's room lets it go on")
     func windowPausesBatches() async throws {
         let rooms = Locked(0)
-        let channel = BodyChannel(request: Self.request, window: 8, idle: nil) {}
+        let channel = BodyChannel(request: Self.request, window: 16 * 1024, idle: nil) {}
         channel.setOnRoom { rooms.withLock { $0 += 1 } }
-        #expect(channel.offerBatched(Data(count: 5)).room)
-        #expect(!channel.offerBatched(Data(count: 5)).room, "10 bytes fill a window of 8")
+        #expect(channel.offerBatched(Data(count: Self.large)).room)
+        #expect(!channel.offerBatched(Data(count: Self.large)).room, "20 KiB fill a window of 16")
         #expect(channel.isProducerPaused)
         _ = try await channel.next()
-        #expect(rooms.withLock { $0 } == 0, "5 bytes left is more than half the window")
+        #expect(rooms.withLock { $0 } == 0, "10 KiB left is more than half the window")
         _ = try await channel.next()
         #expect(rooms.withLock { $0 } == 1)
         #expect(!channel.isProducerPaused)
@@ -115,18 +118,80 @@ struct BodyChannelTests {
     @Test("the deferred wake-up that drains a full window lets the paused producer go on")
     func wakeMakesRoom() async throws {
         let rooms = Locked(0)
-        let channel = BodyChannel(request: Self.request, window: 8, idle: nil) {}
+        let channel = BodyChannel(request: Self.request, window: 16 * 1024, idle: nil) {}
         channel.setOnRoom { rooms.withLock { $0 += 1 } }
         let reader = try await Self.parkedReader(channel)
-        #expect(channel.offerBatched(Data(count: 6)) == BodyChannel.Offered(room: true, wake: true))
-        #expect(channel.offerBatched(Data(count: 3)) == BodyChannel.Offered(room: false, wake: false), "9 bytes fill a window of 8")
+        #expect(channel.offerBatched(Data(count: 12 * 1024)) == BodyChannel.Offered(room: true, wake: true))
+        #expect(channel.offerBatched(Data(count: 6 * 1024)) == BodyChannel.Offered(room: false, wake: false), "18 KiB fill a window of 16")
         channel.wakeReader()
-        #expect(rooms.withLock { $0 } == 1, "3 bytes left: the producer may go on")
+        #expect(rooms.withLock { $0 } == 1, "6 KiB left: the producer may go on")
         #expect(!channel.isProducerPaused)
         channel.finish()
         let (chunks, error) = await reader.value
         #expect(error == nil)
-        #expect(chunks.map(\.count) == [6, 3])
+        #expect(chunks.map(\.count) == [12 * 1024, 6 * 1024])
+    }
+
+    @Test("small parts waiting unread are gathered, in order, up to the gather limit; a large part is held as it came")
+    func gathering() async throws {
+        let channel = Self.channel(window: 1 << 20)
+        var sent = Data()
+        func copying(_ count: Int, _ byte: UInt8) {
+            let part = Data(repeating: byte, count: count)
+            sent.append(part)
+            part.withUnsafeBytes { _ = channel.offerBatched(copying: $0) }
+        }
+        for index in 0..<1000 { copying(10, UInt8(index % 251)) }
+        #expect(channel.chunksHeld == 1, "1,000 parts of 10 bytes: one chunk")
+        copying(BodyChannel.gatherLimit - 9_999, 7)
+        #expect(channel.chunksHeld == 2, "past the gather limit: a second chunk")
+        let large = Data(repeating: 9, count: BodyChannel.smallPart + 1)
+        sent.append(large)
+        _ = channel.offerBatched(large)
+        let small = Self.bytes("after")
+        sent.append(small)
+        _ = channel.offerBatched(small)
+        #expect(channel.chunksHeld == 4, "a large part is a chunk of its own, and nothing is appended to it")
+        channel.finish()
+        var received: [Data] = []
+        while let chunk = try await channel.next() { received.append(chunk) }
+        #expect(received.map(\.count) == [10_000, BodyChannel.gatherLimit - 9_999, BodyChannel.smallPart + 1, 5])
+        #expect(Data(received.joined()) == sent)
+        #expect(received[2] == large)
+    }
+
+    /// Random parts of random sizes (as `Data` and as bytes to copy), nobody reading:
+    /// the bytes come out in order, and the chunks held stay few however small the
+    /// parts. Seeded: a failure names its seed.
+    @Test("random small and large parts held unread: every byte in order, and a bounded number of chunks")
+    func gatheringBound() async throws {
+        for _ in 0..<50 {
+            let seed = UInt64.random(in: 0...UInt64.max)
+            var generator = SplitMix64(seed: seed)
+            let channel = Self.channel(window: 64 << 20)
+            var sent = Data()
+            var larges = 0
+            for index in 0..<Int.random(in: 1...500, using: &generator) {
+                let count = Bool.random(using: &generator) ? Int.random(in: 1...64, using: &generator) : Int.random(in: 1...12_000, using: &generator)
+                // Each part its own byte, so a part out of place shows.
+                let part = Data(repeating: UInt8(truncatingIfNeeded: index), count: count)
+                sent.append(part)
+                if Bool.random(using: &generator) {
+                    if count > BodyChannel.smallPart { larges += 1 }
+                    _ = channel.offerBatched(part)
+                } else {
+                    part.withUnsafeBytes { _ = channel.offerBatched(copying: $0) }
+                }
+            }
+            // Each large part closes the gathering chunk before it; two gathering chunks
+            // in a row hold more than the gather limit between them.
+            let bound = 2 * larges + 2 * sent.count / BodyChannel.gatherLimit + 2
+            #expect(channel.chunksHeld <= bound, "seed \(seed): \(channel.chunksHeld) chunks for \(sent.count) bytes")
+            channel.finish()
+            var received = Data()
+            while let chunk = try await channel.next() { received.append(chunk) }
+            #expect(received == sent, "seed \(seed)")
+        }
     }
 
     /// A producer on another task offers random batches, waking (or not yet) at random,
@@ -152,7 +217,8 @@ struct BodyChannelTests {
             for _ in 0..<Int.random(in: 1...40, using: &generator) {
                 let chunk = Data((0..<Int.random(in: 1...64, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
                 sent.append(chunk)
-                if channel.offerBatched(chunk).wake { pending = true }
+                let offered = Bool.random(using: &generator) ? channel.offerBatched(chunk) : chunk.withUnsafeBytes { channel.offerBatched(copying: $0) }
+                if offered.wake { pending = true }
                 // The producer's batch ends here, or runs on.
                 if pending, Bool.random(using: &generator) {
                     channel.wakeReader()

@@ -26,6 +26,8 @@ package final class BodyChannel: Sendable {
         var producerPaused = false
         /// A batching producer was told to call `wakeReader()` and has not yet.
         var wakePending = false
+        /// The newest unread chunk gathers small parts (see ``BodyChannel/gatherLimit``).
+        var lastGathers = false
         var onTerminate: (@Sendable () -> Void)?
         var onRoom: (@Sendable () -> Void)?
         var timer: (any DispatchSourceTimer)?
@@ -33,6 +35,8 @@ package final class BodyChannel: Sendable {
         var lastActivity = DispatchTime.now()
         /// The most bytes ever held unread, for tests of the window.
         var peak = 0
+        /// The most chunks ever held unread, for tests of the gathering.
+        var peakChunks = 0
     }
 
     private let state = Locked(State())
@@ -77,8 +81,10 @@ package final class BodyChannel: Sendable {
                 return .delivered(reader)
             }
             state.chunks.append(chunk)
+            state.lastGathers = false
             state.buffered += chunk.count
             state.peak = max(state.peak, state.buffered)
+            state.peakChunks = max(state.peakChunks, state.chunks.count - state.head)
             return state.buffered >= window ? .full : .delivered(nil)
         }
         switch next {
@@ -105,12 +111,26 @@ package final class BodyChannel: Sendable {
     /// 8 MiB at the default window.
     var overflowLimit: Int { max(window * 16, 4 * 1024 * 1024) }
 
+    /// Parts up to this size that wait unread are gathered into one chunk of the
+    /// channel's own, up to ``gatherLimit`` bytes, rather than held one by one.
+    ///
+    /// A server decides how small its parts are: an event stream sends one per event,
+    /// and a hostile one can send a chunked body one byte per chunk. Held one by one,
+    /// each part costs a `Data` (two allocations when copied out of a read buffer) and
+    /// about a hundred bytes the window does not count: a full 512 KiB window of 1-byte
+    /// parts would be half a million objects. Gathered, a read's small parts cost one
+    /// chunk, and what the window holds is close to what it counts.
+    static let smallPart = 4 * 1024
+
+    /// The largest chunk small parts are gathered into.
+    static let gatherLimit = 64 * 1024
+
     /// Hands a chunk to the reader without waiting. Returns false when the window is
     /// now full: pause the transfer until `onRoom` runs. A producer that cannot pause
     /// and runs past ``overflowLimit`` fails the body. A chunk after the end is dropped.
     @discardableResult
     package func offer(_ chunk: Data) -> Bool {
-        hand(chunk, wakeLater: false).room
+        hand(.data(chunk), wakeLater: false).room
     }
 
     /// What a producer learns from ``offerBatched(_:)``.
@@ -128,7 +148,52 @@ package final class BodyChannel: Sendable {
     /// one go; woken per part, a reader that keeps up would wait (and be woken) again
     /// for each, where one wake-up for the lot is what the raw body sequence costs.
     package func offerBatched(_ chunk: Data) -> Offered {
-        hand(chunk, wakeLater: true)
+        hand(.data(chunk), wakeLater: true)
+    }
+
+    /// Like ``offerBatched(_:)`` for a part that is a small slice of a transport's read
+    /// buffer: its bytes are copied (holding the slice would pin the whole buffer while
+    /// the window counts only the slice), and straight into the chunk that gathers
+    /// small parts when one waits unread, with no `Data` of their own.
+    package func offerBatched(copying bytes: UnsafeRawBufferPointer) -> Offered {
+        hand(.bytes(bytes), wakeLater: true)
+    }
+
+    /// A part as a producer hands it over: a `Data`, or bytes to copy.
+    private enum Part {
+        case data(Data)
+        case bytes(UnsafeRawBufferPointer)
+
+        var count: Int {
+            switch self {
+            case .data(let data): data.count
+            case .bytes(let bytes): bytes.count
+            }
+        }
+
+        /// The part as a chunk of its own.
+        var chunk: Data {
+            switch self {
+            case .data(let data): data
+            // Never empty: `hand` drops empty parts.
+            case .bytes(let bytes): Data(bytes: bytes.baseAddress!, count: bytes.count)
+            }
+        }
+
+        /// Whether it may be gathered with other small parts.
+        var isSmall: Bool {
+            switch self {
+            case .data(let data): data.count <= BodyChannel.smallPart
+            case .bytes(let bytes): bytes.count < BodyChannel.gatherLimit
+            }
+        }
+
+        func append(to chunk: inout Data) {
+            switch self {
+            case .data(let data): chunk.append(data)
+            case .bytes(let bytes): chunk.append(bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+            }
+        }
     }
 
     /// Hands the oldest waiting chunk to a reader whose wake-up ``offerBatched(_:)``
@@ -147,21 +212,29 @@ package final class BodyChannel: Sendable {
         room?()
     }
 
-    private func hand(_ chunk: Data, wakeLater: Bool) -> Offered {
-        guard !chunk.isEmpty else { return Offered(room: true, wake: false) }
+    private func hand(_ part: Part, wakeLater: Bool) -> Offered {
+        let count = part.count
+        guard count > 0 else { return Offered(room: true, wake: false) }
         enum Outcome { case held(Offered), delivered(CheckedContinuation<Data?, any Error>), overflow }
         let outcome = state.withLock { state -> Outcome in
             guard state.end == nil else { return .held(Offered(room: true, wake: false)) }
-            if state.buffered + chunk.count > overflowLimit { return .overflow }
+            if state.buffered + count > overflowLimit { return .overflow }
             if idle != nil { state.lastActivity = .now() }
             // A reader waits only on an empty window unless its wake-up is pending.
             if !wakeLater, state.head == state.chunks.count, let reader = state.reader {
                 state.reader = nil
                 return .delivered(reader)
             }
-            state.chunks.append(chunk)
-            state.buffered += chunk.count
+            let small = part.isSmall
+            if small, state.lastGathers, state.head < state.chunks.count, state.chunks[state.chunks.count - 1].count + count <= Self.gatherLimit {
+                part.append(to: &state.chunks[state.chunks.count - 1])
+            } else {
+                state.chunks.append(part.chunk)
+                state.lastGathers = small
+            }
+            state.buffered += count
             state.peak = max(state.peak, state.buffered)
+            state.peakChunks = max(state.peakChunks, state.chunks.count - state.head)
             var offered = Offered(room: true, wake: false)
             if state.reader != nil, !state.wakePending {
                 state.wakePending = true
@@ -181,7 +254,7 @@ package final class BodyChannel: Sendable {
             if offered.wake, !wakeLater { wakeReader() }
             return offered
         case .delivered(let reader):
-            reader.resume(returning: chunk)
+            reader.resume(returning: part.chunk)
             return Offered(room: true, wake: false)
         case .overflow:
             terminate(
@@ -333,6 +406,12 @@ package final class BodyChannel: Sendable {
 
     /// The most bytes ever held unread.
     var peakBuffered: Int { state.withLock { $0.peak } }
+
+    /// How many chunks wait unread (for tests of the gathering of small parts).
+    var chunksHeld: Int { state.withLock { $0.chunks.count - $0.head } }
+
+    /// The most chunks ever held unread.
+    var peakChunks: Int { state.withLock { $0.peakChunks } }
 
     /// Whether a reader waits in ``next()`` (for tests that need it parked).
     var isReaderWaiting: Bool { state.withLock { $0.reader != nil } }

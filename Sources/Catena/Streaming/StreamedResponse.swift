@@ -182,6 +182,9 @@ final class BodyReader: Sendable {
     /// The most bytes the transport held unread (0 for a complete body), for tests.
     var peakBuffered: Int { channel?.peakBuffered ?? 0 }
 
+    /// The most chunks the transport held unread, for tests.
+    var peakChunks: Int { channel?.peakChunks ?? 0 }
+
     func next() async throws(CatenaError) -> Data? {
         if let channel {
             let chunk: Data?

@@ -97,6 +97,10 @@ public final class MisbehavingServer: Sendable {
         /// `/redirect?status=N&to=URL`: a redirect with that status to that URL (no
         /// Location when `to` is empty); with `coding=br`, a body in that coding.
         case redirect
+        /// A chunked 200 whose body comes one byte per chunk, all in one write: six bytes
+        /// of framing for each byte of body. The body is ``okBody``, or with `?size=N`
+        /// (up to 16 MiB) N bytes of ``tinyChunkByte(at:)``.
+        case tinyChunks = "tiny-chunks"
         /// Applies the request, then closes the connection without an answer: the
         /// effect happened and the client cannot know. With an `Idempotency-Key` it does
         /// so only the first time; the key again gets ``okBody``, applied no more. Without
@@ -107,6 +111,11 @@ public final class MisbehavingServer: Sendable {
 
     /// The body of ``Fault/ok`` and ``Fault/gzip``, and of each challenge.
     public static let okBody = #"{"ok":true,"server":"misbehaving"}"#
+
+    /// Byte `index` of a sized ``Fault/tinyChunks`` body.
+    public static func tinyChunkByte(at index: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8)
+    }
 
     private init(port: Int, channel: any Channel, counters: Counters) {
         self.port = port
@@ -339,6 +348,14 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
                     channel.close(promise: nil)
                 }
             }
+        case .tinyChunks:
+            let size = components?.queryItems?.first { $0.name == "size" }?.value.flatMap(Int.init).map { min(max($0, 0), 16 << 20) }
+            let body = size.map { (0..<$0).map(MisbehavingServer.tinyChunkByte(at:)) } ?? Array(MisbehavingServer.okBody.utf8)
+            var wire = ByteBuffer(string: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+            wire.reserveCapacity(minimumWritableBytes: body.count * 6 + 5)
+            for byte in body { wire.writeBytes([UInt8(ascii: "1"), 13, 10, byte, 13, 10]) }
+            wire.writeString("0\r\n\r\n")
+            channel.writeAndFlush(wire, promise: nil)
         case .noContentWithBody:
             write("HTTP/1.1 204 No Content\r\n\r\nthese bytes do not belong here")
         case .basicChallenge:

@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-import Catena
+@testable import Catena
 @testable import CatenaAsyncHTTPClient
 @testable import CatenaDemoServer
 import Foundation
@@ -33,7 +33,7 @@ extension MisbehavingServer.Fault {
     var expected: Expected {
         switch self {
         // (identity, gzip: libcurl decodes it, NIO does not; a test of its own.)
-        case .ok, .gzip, .interim, .interimLength, .identityGzip: .status(200)
+        case .ok, .gzip, .interim, .interimLength, .identityGzip, .tinyChunks: .status(200)
         case .noContentWithBody: .status(204)
         case .truncated, .reset, .closeEarly, .cutAfterApply: .error(.connectionLost)
         case .garbage, .hugeHead, .badChunked, .badGzip, .twoLengths, .chunkedWithLength, .endless, .redirectLoop: .error(.invalidResponse)
@@ -168,6 +168,25 @@ struct MisbehavingServerTests {
         // under ThreadSanitizer's small bomb).
         let finished = ContinuousClock.now - start
         #expect(Timing.isThreadSanitized || answered < finished / 2, "answered after \(answered), libcurl done after \(finished)")
+    }
+
+    @Test("a body sent one byte per chunk is held as a few gathered chunks, not an object per byte, and arrives whole", arguments: TransportKind.allCases)
+    func tinyChunks(kind: TransportKind) async throws {
+        let server = try await FaultServer.running()
+        let size = 64 * 1024
+        var request = APIRequest(.get, url: server.url(.tinyChunks).appending(queryItems: [URLQueryItem(name: "size", value: String(size))]))
+        request[option: RequestTimeout.self] = .seconds(30)
+        let response = try await kind.make(timeout: .seconds(30)).stream(request)
+        // Nobody reads until the whole body waits in the (512 KiB) window: 65,536 parts
+        // of one byte, each its own Data before they were gathered.
+        let held = await Timing.eventually(within: .seconds(20)) { response.body.reader.peakBuffered == size }
+        #expect(held, "the window held \(response.body.reader.peakBuffered) of \(size) bytes")
+        var body = Data()
+        for try await chunk in response.body { body.append(chunk) }
+        #expect(body.count == size)
+        #expect(body.elementsEqual((0..<size).lazy.map(MisbehavingServer.tinyChunkByte(at:))), "the bytes, in order")
+        let chunks = response.body.reader.peakChunks
+        #expect(chunks <= size / (BodyChannel.gatherLimit / 2) + 2, "held \(chunks) chunks for \(size) bytes")
     }
 
     @Test("an interim head's Content-Length is not the final body's: the whole chunked body arrives", arguments: TransportKind.allCases)

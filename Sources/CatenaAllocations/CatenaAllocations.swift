@@ -277,9 +277,9 @@ enum CatenaAllocations {
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         var raw: Count?
         var group = ""
-        // `--only TEXT`: the variants whose name or group contains it (for a profiler's run).
+        // `--only TEXT`: the variants whose "group: name" contains it (for a profiler's run).
         let only = arguments.firstIndex(of: "--only").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
-        for variant in variants where only.map({ variant.name.contains($0) || variant.group.contains($0) }) ?? true {
+        for variant in variants where only.map({ "\(variant.group): \(variant.name)".contains($0) }) ?? true {
             let counted = try await count(variant, calls: variant.calls ?? calls, inFlight: inFlight)
             if variant.group != group {
                 group = variant.group

@@ -160,6 +160,37 @@ struct BodyChannelTests {
         #expect(received[2] == large)
     }
 
+    @Test("a window filled by gathered small parts pauses the producer once and lets it go on once")
+    func gatheredWindow() async throws {
+        let rooms = Locked(0)
+        let channel = BodyChannel(request: Self.request, window: 1000, idle: nil) {}
+        channel.setOnRoom { rooms.withLock { $0 += 1 } }
+        var pauses = 0
+        for index in 0..<150 {
+            let part = Data(repeating: UInt8(index), count: 10)
+            if !part.withUnsafeBytes({ channel.offerBatched(copying: $0) }).room { pauses += 1 }
+        }
+        #expect(pauses == 1, "1,500 bytes fill a window of 1,000 once")
+        #expect(channel.chunksHeld == 1)
+        #expect(channel.isProducerPaused)
+        let chunk = try await channel.next()
+        #expect(chunk?.count == 1500)
+        #expect(rooms.withLock { $0 } == 1)
+        #expect(!channel.isProducerPaused)
+    }
+
+    @Test("a producer that waits for room (send) has its small chunks gathered too, after a large one")
+    func sendGathers() async throws {
+        let channel = Self.channel()
+        #expect(await channel.send(Data(repeating: 1, count: BodyChannel.smallPart + 1)))
+        for _ in 0..<100 { #expect(await channel.send(Self.bytes("sent"))) }
+        #expect(channel.chunksHeld == 2, "the large chunk, then one gathering the small ones")
+        channel.finish()
+        var counts: [Int] = []
+        while let chunk = try await channel.next() { counts.append(chunk.count) }
+        #expect(counts == [BodyChannel.smallPart + 1, 400])
+    }
+
     /// Random parts of random sizes (as `Data` and as bytes to copy), nobody reading:
     /// the bytes come out in order, and the chunks held stay few however small the
     /// parts. Seeded: a failure names its seed.
@@ -176,8 +207,8 @@ struct BodyChannelTests {
                 // Each part its own byte, so a part out of place shows.
                 let part = Data(repeating: UInt8(truncatingIfNeeded: index), count: count)
                 sent.append(part)
+                if count > BodyChannel.smallPart { larges += 1 }
                 if Bool.random(using: &generator) {
-                    if count > BodyChannel.smallPart { larges += 1 }
                     _ = channel.offerBatched(part)
                 } else {
                     part.withUnsafeBytes { _ = channel.offerBatched(copying: $0) }

@@ -26,7 +26,9 @@ package final class BodyChannel: Sendable {
         var producerPaused = false
         /// A batching producer was told to call `wakeReader()` and has not yet.
         var wakePending = false
-        /// The newest unread chunk gathers small parts (see ``BodyChannel/gatherLimit``).
+        /// The newest chunk gathers small parts (see ``BodyChannel/smallPart``). It may
+        /// have been read already: it is appended to only while `head` is short of the
+        /// end of `chunks`.
         var lastGathers = false
         var onTerminate: (@Sendable () -> Void)?
         var onRoom: (@Sendable () -> Void)?
@@ -80,11 +82,7 @@ package final class BodyChannel: Sendable {
                 state.reader = nil
                 return .delivered(reader)
             }
-            state.chunks.append(chunk)
-            state.lastGathers = false
-            state.buffered += chunk.count
-            state.peak = max(state.peak, state.buffered)
-            state.peakChunks = max(state.peakChunks, state.chunks.count - state.head)
+            store(.data(chunk), in: &state)
             return state.buffered >= window ? .full : .delivered(nil)
         }
         switch next {
@@ -111,15 +109,18 @@ package final class BodyChannel: Sendable {
     /// 8 MiB at the default window.
     var overflowLimit: Int { max(window * 16, 4 * 1024 * 1024) }
 
-    /// Parts up to this size that wait unread are gathered into one chunk of the
-    /// channel's own, up to ``gatherLimit`` bytes, rather than held one by one.
+    /// Parts up to this size that wait unread are gathered into one chunk, up to
+    /// ``gatherLimit`` bytes, rather than held one by one.
     ///
     /// A server decides how small its parts are: an event stream sends one per event,
     /// and a hostile one can send a chunked body one byte per chunk. Held one by one,
-    /// each part costs a `Data` (two allocations when copied out of a read buffer) and
-    /// about a hundred bytes the window does not count: a full 512 KiB window of 1-byte
-    /// parts would be half a million objects. Gathered, a read's small parts cost one
-    /// chunk, and what the window holds is close to what it counts.
+    /// each part costs a slot in the list of chunks and, from 15 bytes up (smaller ones
+    /// are stored inline), a `Data` storage of its own: two allocations when copied out
+    /// of a read buffer, and up to a hundred bytes the window does not count. A 64 KiB
+    /// body of 1-byte chunks was held as 65,536 chunks on both transports (the
+    /// misbehaving server's `tiny-chunks`). Gathered, a read's small parts cost one
+    /// chunk, whose storage grows by half again as it fills: the window holds at most
+    /// about 1.5 times what it counts.
     static let smallPart = 4 * 1024
 
     /// The largest chunk small parts are gathered into.
@@ -153,8 +154,9 @@ package final class BodyChannel: Sendable {
 
     /// Like ``offerBatched(_:)`` for a part that is a small slice of a transport's read
     /// buffer: its bytes are copied (holding the slice would pin the whole buffer while
-    /// the window counts only the slice), and straight into the chunk that gathers
-    /// small parts when one waits unread, with no `Data` of their own.
+    /// the window counts only the slice). Up to ``smallPart`` bytes they go straight
+    /// into the chunk that gathers small parts when one waits unread, with no `Data` of
+    /// their own; a larger part becomes a chunk of its own size.
     package func offerBatched(copying bytes: UnsafeRawBufferPointer) -> Offered {
         hand(.bytes(bytes), wakeLater: true)
     }
@@ -184,7 +186,7 @@ package final class BodyChannel: Sendable {
         var isSmall: Bool {
             switch self {
             case .data(let data): data.count <= BodyChannel.smallPart
-            case .bytes(let bytes): bytes.count < BodyChannel.gatherLimit
+            case .bytes(let bytes): bytes.count <= BodyChannel.smallPart
             }
         }
 
@@ -212,6 +214,22 @@ package final class BodyChannel: Sendable {
         room?()
     }
 
+    /// Adds `part` to the unread chunks: appended to the newest when both are small and
+    /// it is still unread, else as a chunk of its own.
+    private func store(_ part: Part, in state: inout State) {
+        let count = part.count
+        let small = part.isSmall
+        if small, state.lastGathers, state.head < state.chunks.count, state.chunks[state.chunks.count - 1].count + count <= Self.gatherLimit {
+            part.append(to: &state.chunks[state.chunks.count - 1])
+        } else {
+            state.chunks.append(part.chunk)
+            state.lastGathers = small
+        }
+        state.buffered += count
+        state.peak = max(state.peak, state.buffered)
+        state.peakChunks = max(state.peakChunks, state.chunks.count - state.head)
+    }
+
     private func hand(_ part: Part, wakeLater: Bool) -> Offered {
         let count = part.count
         guard count > 0 else { return Offered(room: true, wake: false) }
@@ -225,16 +243,7 @@ package final class BodyChannel: Sendable {
                 state.reader = nil
                 return .delivered(reader)
             }
-            let small = part.isSmall
-            if small, state.lastGathers, state.head < state.chunks.count, state.chunks[state.chunks.count - 1].count + count <= Self.gatherLimit {
-                part.append(to: &state.chunks[state.chunks.count - 1])
-            } else {
-                state.chunks.append(part.chunk)
-                state.lastGathers = small
-            }
-            state.buffered += count
-            state.peak = max(state.peak, state.buffered)
-            state.peakChunks = max(state.peakChunks, state.chunks.count - state.head)
+            store(part, in: &state)
             var offered = Offered(room: true, wake: false)
             if state.reader != nil, !state.wakePending {
                 state.wakePending = true

@@ -353,7 +353,10 @@ private final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler
             let body = size.map { (0..<$0).map(MisbehavingServer.tinyChunkByte(at:)) } ?? Array(MisbehavingServer.okBody.utf8)
             var wire = ByteBuffer(string: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
             wire.reserveCapacity(minimumWritableBytes: body.count * 6 + 5)
-            for byte in body { wire.writeBytes([UInt8(ascii: "1"), 13, 10, byte, 13, 10]) }
+            for byte in body {
+                wire.writeInteger(UInt32(0x310D_0A00) | UInt32(byte))  // "1\r\n" and the byte, big-endian
+                wire.writeInteger(UInt16(0x0D0A))
+            }
             wire.writeString("0\r\n\r\n")
             channel.writeAndFlush(wire, promise: nil)
         case .noContentWithBody:

@@ -29,28 +29,28 @@ extension AsyncHTTPClientTransport {
     /// code (on the thread's stack). Async frames come from the task's allocator, whose
     /// first slab is small: frames past it come from slabs taken from `malloc`, which a
     /// task per call (a server's handler, say) pays anew (BENCHMARKS.md, "A task per call").
+    ///
+    /// The request is handed to AsyncHTTPClient on an event loop, in one hop. Handed
+    /// over from the caller's thread, each of the futures AsyncHTTPClient and Catena
+    /// attach to the request (its own bookkeeping, its deadline, the caller's wait)
+    /// would queue a task onto the loop and wake it: three hops where one does.
     func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        let (task, delegate) = try startGathered(request, timeout: timeout)
-        do {
-            let gathered = try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-            return delegate.response(gathered)
-        } catch {
-            throw delegate.failure(error, timeout: timeout)
-        }
-    }
-
-    /// Builds `request` for the delegate API and starts it.
-    private func startGathered(
-        _ request: APIRequest, timeout: Duration
-    ) throws(CatenaError) -> (HTTPClient.Task<GatheringDelegate.Response>, GatheringDelegate) {
         let outgoing = try delegateRequest(request, timeout: timeout)
-        let delegate = GatheringDelegate(transport: self, request: request, limit: request[option: MaximumResponseSize.self])
-        let task = client.execute(request: outgoing, delegate: delegate, deadline: NIODeadline.now() + TimeAmount(timeout))
-        return (task, delegate)
+        let delegate = GatheringDelegate(
+            transport: self, request: request, limit: request[option: MaximumResponseSize.self], loop: client.eventLoopGroup.any())
+        let deadline = NIODeadline.now() + TimeAmount(timeout)
+        let client = self.client
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                delegate.start(outgoing, on: client, deadline: deadline, continuation: continuation)
+            }
+        } onCancel: {
+            delegate.cancel()
+        }
+        switch outcome {
+        case .success(let gathered): return delegate.response(gathered)
+        case .failure(let error): throw delegate.failure(error, timeout: timeout)
+        }
     }
 
     /// `request` as the delegate API takes it, its body (in memory: the delegate paths
@@ -74,11 +74,13 @@ extension AsyncHTTPClientTransport {
 /// Gathers one response on the task's event loop: checks the head as the streaming
 /// path does, and keeps the body parts up to the size limit.
 ///
-/// `@unchecked Sendable`: AsyncHTTPClient calls every method of a delegate on the task's
-/// event loop, one after another (the client Catena configures follows no redirects,
-/// which would start a task of their own), and hands `didFinishRequest`'s answer over
-/// through the task's future; `response(_:)` and `failure(_:timeout:)` read its state
-/// elsewhere, after that future completed on the same loop.
+/// `@unchecked Sendable`: its state is touched on `loop` only, one access after another,
+/// until the task's future completes. `start` and `cancel` run there, and the task is
+/// started with `loop` as its event loop, where AsyncHTTPClient calls every method of a
+/// delegate (the client Catena configures follows no redirects, which would start a
+/// task of their own). `didFinishRequest`'s answer is handed over through the task's
+/// future; `response(_:)` and `failure(_:timeout:)` read the state elsewhere, after that
+/// future completed on `loop`.
 final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     struct Response: Sendable {
         var head: HTTPResponseHead
@@ -89,16 +91,51 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private let transport: AsyncHTTPClientTransport
     private let request: APIRequest
     private let limit: Int
+    /// The event loop the exchange is started on and reports on.
+    private let loop: any EventLoop
+    /// The exchange, once started; for `cancel()`.
+    private var task: HTTPClient.Task<Response>?
+    private var cancelled = false
     /// When the request was handed to AsyncHTTPClient.
     private let started = ContinuousClock.now
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
 
-    init(transport: AsyncHTTPClientTransport, request: APIRequest, limit: Int) {
+    init(transport: AsyncHTTPClientTransport, request: APIRequest, limit: Int, loop: any EventLoop) {
         self.transport = transport
         self.request = request
         self.limit = limit
+        self.loop = loop
+    }
+
+    /// Starts the exchange on `loop` and reports its outcome to `continuation`, once: a
+    /// call cancelled before that fails with `HTTPClientError.cancelled` and is never
+    /// sent. Started there, the futures attached to the task (AsyncHTTPClient's own
+    /// bookkeeping, its deadline, this wait) cost no hop each.
+    func start(
+        _ outgoing: HTTPClient.Request, on client: HTTPClient, deadline: NIODeadline,
+        continuation: CheckedContinuation<Result<Response, any Error>, Never>
+    ) {
+        loop.execute { [self] in
+            guard !cancelled else { return continuation.resume(returning: .failure(HTTPClientError.cancelled)) }
+            // On one of its loops, a MultiThreadedEventLoopGroup's `any()` is that loop: the
+            // task's loop, as `.delegate(on:)` says at the price of a walk over the group
+            // (an array allocated per call) that only other groups need.
+            let preference: HTTPClient.EventLoopPreference = client.eventLoopGroup.any() === loop ? .indifferent : .delegate(on: loop)
+            let task = client.execute(request: outgoing, delegate: self, eventLoop: preference, deadline: deadline)
+            assert(task.eventLoop === loop, "the delegate's state lives on its loop")
+            self.task = task
+            task.futureResult.whenComplete { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Cancels the exchange, or keeps it from starting. From any thread.
+    func cancel() {
+        loop.execute { [self] in
+            cancelled = true
+            task?.cancel()
+        }
     }
 
     /// The answer `gathered` makes, reported to the request's observers; on the

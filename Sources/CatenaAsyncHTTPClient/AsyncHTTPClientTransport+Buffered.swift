@@ -36,10 +36,10 @@ extension AsyncHTTPClientTransport {
     /// would queue a task onto the loop and wake it: three hops where one does.
     func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
         let outgoing = try delegateRequest(request, timeout: timeout)
+        let client = self.client
         let delegate = GatheringDelegate(
             transport: self, request: request, limit: request[option: MaximumResponseSize.self], loop: client.eventLoopGroup.any())
         let deadline = NIODeadline.now() + TimeAmount(timeout)
-        let client = self.client
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 delegate.start(outgoing, on: client, deadline: deadline, continuation: continuation)
@@ -119,10 +119,11 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     ) {
         loop.execute { [self] in
             guard !cancelled else { return continuation.resume(returning: .failure(HTTPClientError.cancelled)) }
-            // On one of its loops, a MultiThreadedEventLoopGroup's `any()` is that loop: the
-            // task's loop, as `.delegate(on:)` says at the price of a walk over the group
-            // (an array allocated per call) that only other groups need.
-            let preference: HTTPClient.EventLoopPreference = client.eventLoopGroup.any() === loop ? .indifferent : .delegate(on: loop)
+            // On one of its loops, a MultiThreadedEventLoopGroup's `any()` is that loop, so
+            // `.indifferent` makes it the task's loop, as `.delegate(on:)` does at the price
+            // of a walk over the group (an array allocated per call) that other groups need:
+            // their `any()` may be `next()`, another loop each time.
+            let preference: HTTPClient.EventLoopPreference = transport.anyIsCurrentLoop ? .indifferent : .delegate(on: loop)
             let task = client.execute(request: outgoing, delegate: self, eventLoop: preference, deadline: deadline)
             assert(task.eventLoop === loop, "the delegate's state lives on its loop")
             self.task = task

@@ -55,6 +55,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// delegate API starts its span on the event loop, outside the caller's trace, where
     /// it would become a trace of its own; with a tracer, calls keep `execute`.
     let gathersOnEventLoop: Bool
+    /// Whether the client's group, asked for `any()` on one of its loops, answers that
+    /// loop: a MultiThreadedEventLoopGroup does, a group's default `any()` is `next()`.
+    let anyIsCurrentLoop: Bool
 
     /// Catena's default configuration: AsyncHTTPClient's defaults, redirects left to
     /// Catena, gzip and deflate decoded (at most ``decompressionRatioLimit`` times the
@@ -157,6 +160,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         self.ownsClient = owns
         self.decodesCompression = decodes
         self.gathersOnEventLoop = !traces
+        self.anyIsCurrentLoop = client.eventLoopGroup is MultiThreadedEventLoopGroup || client.eventLoopGroup is any EventLoop
         self.timeout = timeout
     }
 

@@ -1,0 +1,76 @@
+import AsyncHTTPClient
+@testable import Catena
+@testable import CatenaAsyncHTTPClient
+@testable import CatenaDemoServer
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+/// A buffered call on AsyncHTTPClient is started in one task on an event loop, which
+/// holds its state: what a cancel before that start does, and groups whose `any()` is
+/// not the loop it is called on.
+@Suite("Buffered calls started on the event loop", .serialized)
+struct LoopSubmissionTests {
+    /// A group whose `any()` is `next()`, as the protocol's default (and NIOTS) has it.
+    final class NextOnlyGroup: EventLoopGroup {
+        let base: MultiThreadedEventLoopGroup
+        init(_ base: MultiThreadedEventLoopGroup) { self.base = base }
+        func next() -> any EventLoop { base.next() }
+        func makeIterator() -> EventLoopIterator { base.makeIterator() }
+        func shutdownGracefully(queue: DispatchQueue, _ callback: @escaping @Sendable ((any Error)?) -> Void) {
+            base.shutdownGracefully(queue: queue, callback)
+        }
+    }
+
+    @Test("a call cancelled before its start on the loop fails with cancelled, and the server never sees it")
+    func cancelledBeforeStart() async throws {
+        let server = try await FaultServer.running()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        let transport = AsyncHTTPClientTransport(client: client)
+        let tag = UUID().uuidString
+        let request = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
+        let delegate = GatheringDelegate(transport: transport, request: request, limit: 1 << 20, loop: group.next())
+        // The cancel is queued on the loop ahead of the start, as when the calling task
+        // is cancelled between building the request and handing it over.
+        delegate.cancel()
+        let outgoing = try transport.delegateRequest(request, timeout: .seconds(10))
+        let outcome = await withCheckedContinuation { continuation in
+            delegate.start(outgoing, on: client, deadline: .now() + .seconds(10), continuation: continuation)
+        }
+        if case .failure(let error) = outcome {
+            #expect(delegate.failure(error, timeout: .seconds(10)).code == .cancelled)
+        } else {
+            Issue.record("the cancelled call was answered")
+        }
+        // A later request on the same client reaches the server (sent up to three times:
+        // the fault closes the connection before any head); the cancelled one, had it
+        // been sent, would have come first.
+        let later = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag + "-later")]))
+        _ = try? await transport.load(later)
+        #expect(server.applied("tag:" + tag + "-later") >= 1)
+        #expect(server.applied("tag:" + tag) == 0, "the cancelled call was sent")
+        try await client.shutdown()
+        try await group.shutdownGracefully()
+    }
+
+    @Test("concurrent calls through a group whose any() is another loop each time all succeed")
+    func nextOnlyGroup() async throws {
+        let server = try await FaultServer.running()
+        let base = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let group = NextOnlyGroup(base)
+        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        let transport = AsyncHTTPClientTransport(client: client)
+        #expect(!transport.anyIsCurrentLoop)
+        let bodies = try await withThrowingTaskGroup(of: String.self) { calls in
+            for _ in 0..<32 {
+                calls.addTask { String(decoding: try await transport.load(faultRequest(.ok, on: server)).body, as: UTF8.self) }
+            }
+            return try await calls.reduce(into: []) { $0.append($1) }
+        }
+        #expect(bodies == Array(repeating: MisbehavingServer.okBody, count: 32))
+        try await client.shutdown()
+        try await base.shutdownGracefully()
+    }
+}

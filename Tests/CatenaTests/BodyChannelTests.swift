@@ -16,6 +16,18 @@ struct BodyChannelTests {
 
     static func bytes(_ text: String) -> Data { Data(text.utf8) }
 
+    /// Runs `body` `runs` times, each with a fresh channel and a generator from a random
+    /// seed, which a failure message should name.
+    static func seeded(
+        runs: Int, window: Int, _ body: (UInt64, inout SplitMix64, BodyChannel) async throws -> Void
+    ) async throws {
+        for _ in 0..<runs {
+            let seed = UInt64.random(in: 0...UInt64.max)
+            var generator = SplitMix64(seed: seed)
+            try await body(seed, &generator, channel(window: window))
+        }
+    }
+
     /// Starts a reader that reads to the end and waits until it is parked in `next()`.
     static func parkedReader(_ channel: BodyChannel) async throws -> Task<([Data], CatenaError?), Never> {
         let reader = Task { () -> ([Data], CatenaError?) in
@@ -196,10 +208,7 @@ struct BodyChannelTests {
     /// parts. Seeded: a failure names its seed.
     @Test("random small and large parts held unread: every byte in order, and a bounded number of chunks")
     func gatheringBound() async throws {
-        for _ in 0..<50 {
-            let seed = UInt64.random(in: 0...UInt64.max)
-            var generator = SplitMix64(seed: seed)
-            let channel = Self.channel(window: 64 << 20)
+        try await Self.seeded(runs: 50, window: 64 << 20) { seed, generator, channel in
             var sent = Data()
             var larges = 0
             for index in 0..<Int.random(in: 1...500, using: &generator) {
@@ -230,10 +239,7 @@ struct BodyChannelTests {
     /// never hang. Seeded: a failure names its seed.
     @Test("random batches, wake-ups and ends: every byte in order, exactly one end")
     func randomBatches() async throws {
-        for _ in 0..<200 {
-            let seed = UInt64.random(in: 0...UInt64.max)
-            var generator = SplitMix64(seed: seed)
-            let channel = Self.channel(window: 1 << 20)
+        try await Self.seeded(runs: 200, window: 1 << 20) { seed, generator, channel in
             let reader = Task { () -> (Data, CatenaError?) in
                 var bytes = Data()
                 do {

@@ -1,4 +1,5 @@
 import Catena
+import CatenaAsyncHTTPClient
 import CatenaDemoServer
 import Foundation
 import HTTPTypes
@@ -17,6 +18,16 @@ struct RedirectTimeoutTests {
         return APIRequest(method, url: components.url!, body: body)
     }
 
+    /// Runs `body` with a transport of `kind` whose AsyncHTTPClient pool is its own. The
+    /// tests' shared pool also carries the misbehaving suites' connections, which their
+    /// faults can leave broken (stray bytes after a 204, a close under a new request): a
+    /// GET drawing one is sent again, a POST rightly is not, and fails. CI saw it once
+    /// (11-26: "I/O on closed channel" on the 303 test's POST).
+    static func withOwnPool(_ kind: TransportKind, _ body: (any HTTPLoader) async throws -> Void) async throws {
+        guard kind == .asyncHTTPClient else { return try await body(kind.make()) }
+        try await AsyncHTTPClientTransport.withTransport(timeout: .seconds(30)) { try await body($0) }
+    }
+
     static func echoURL(host: String = "127.0.0.1") async throws -> String {
         "http://\(host):\(try await TestServer.running().port)/api/echo"
     }
@@ -25,7 +36,10 @@ struct RedirectTimeoutTests {
         "307 and 308 keep the method and the body, also a file body and with upload progress watched",
         arguments: TransportKind.allCases, [307, 308])
     func keepBody(kind: TransportKind, status: Int) async throws {
-        let transport = kind.make()
+        try await Self.withOwnPool(kind) { transport in try await keepBody(kind: kind, status: status, transport: transport) }
+    }
+
+    func keepBody(kind: TransportKind, status: Int, transport: any HTTPLoader) async throws {
         let payload = patternData(200_000)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("catena-redirect-\(UUID().uuidString)")
         try payload.write(to: file)
@@ -46,10 +60,12 @@ struct RedirectTimeoutTests {
     @Test("303 turns a POST into a GET without a body; 302 does the same for a POST", arguments: TransportKind.allCases, [302, 303])
     func becomesGET(kind: TransportKind, status: Int) async throws {
         let request = try await Self.redirect(status, to: try await Self.echoURL(), method: .post, body: .json(["name": "neo"]))
-        let echo = try await kind.make().load(request).decode(Echo.self)
-        #expect(echo.method == "GET")
-        #expect(echo.bodyLength == 0)
-        #expect(echo.header("content-type") == nil)
+        try await Self.withOwnPool(kind) { transport in
+            let echo = try await transport.load(request).decode(Echo.self)
+            #expect(echo.method == "GET")
+            #expect(echo.bodyLength == 0)
+            #expect(echo.header("content-type") == nil)
+        }
     }
 
     @Test("RedirectPolicy.never and .sameOrigin return the redirect (the loop is in the misbehaving suite)", arguments: TransportKind.allCases)

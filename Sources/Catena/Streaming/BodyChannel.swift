@@ -183,12 +183,7 @@ package final class BodyChannel: Sendable {
         }
 
         /// Whether it may be gathered with other small parts.
-        var isSmall: Bool {
-            switch self {
-            case .data(let data): data.count <= BodyChannel.smallPart
-            case .bytes(let bytes): bytes.count <= BodyChannel.smallPart
-            }
-        }
+        var isSmall: Bool { count <= BodyChannel.smallPart }
 
         func append(to chunk: inout Data) {
             switch self {

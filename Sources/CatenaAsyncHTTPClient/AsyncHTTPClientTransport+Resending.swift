@@ -19,17 +19,29 @@ extension AsyncHTTPClientTransport {
         while true {
             do throws(CatenaError) {
                 return try await attempt(left - (ContinuousClock.now - start))
-            } catch  where mayResend(request, after: error) {
-                failures.append(error)
-                guard failures.count < attemptsBeforeAnyHead else { throw mostTelling(failures) }
-                guard left - (ContinuousClock.now - start) > .zero else {
-                    throw CatenaError(
-                        .timedOut, request: request, underlyingError: error,
-                        detail: "no response head within \(left); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
-                }
-                request.report(.resent(after: error.code))
+            } catch {
+                try resendOrThrow(request, after: error, failures: &failures, left: left - (ContinuousClock.now - start), within: left)
             }
         }
+    }
+
+    /// After an attempt failed with `error`: returns when the request is to be sent
+    /// again, throws the call's failure otherwise. Kept out of `resendingBeforeHead`
+    /// (`@inline(never)`) so that its temporaries take no room in the async frame of
+    /// every call (see `Redirects.outOfTime`).
+    @inline(never)
+    private static func resendOrThrow(
+        _ request: APIRequest, after error: CatenaError, failures: inout [CatenaError], left: Duration, within timeout: Duration
+    ) throws(CatenaError) {
+        guard mayResend(request, after: error) else { throw error }
+        failures.append(error)
+        guard failures.count < attemptsBeforeAnyHead else { throw mostTelling(failures) }
+        guard left > .zero else {
+            throw CatenaError(
+                .timedOut, request: request, underlyingError: error,
+                detail: "no response head within \(timeout); the last attempt failed before its head (\(error.detail ?? "\(error.code)"))")
+        }
+        request.report(.resent(after: error.code))
     }
 
     /// The failure that says most about the server's answer to this request, of

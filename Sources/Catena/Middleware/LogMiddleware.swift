@@ -42,8 +42,13 @@ public struct LogMiddleware: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard logger.logLevel <= level else { return try await next.load(withRedaction(request)) }
+        guard logs else { return try await next.load(withRedaction(request)) }
         return try await loadLogged(withRedaction(request), next: next)
+    }
+
+    /// Whether the logger logs at `level`.
+    private var logs: Bool {
+        @inline(never) get { logger.logLevel <= level }
     }
 
     /// `load` when the level logs. A function of its own, so a chain that logs nothing
@@ -72,6 +77,10 @@ public struct LogMiddleware: HTTPMiddleware {
 
     /// `request` carrying this loader's redaction too (the request's own already holds
     /// what ApplyEnvironment injected above), so an error from below hides the same.
+    ///
+    /// This and `logs` are kept out of `load` (`@inline(never)`): inlined, their
+    /// temporaries would take room in `load`'s async frame (see `ApplyEnvironment`).
+    @inline(never)
     private func withRedaction(_ request: APIRequest) -> APIRequest {
         guard !isDefaultRedaction else { return request }
         var request = request

@@ -125,8 +125,17 @@ public struct ApplyEnvironment: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        try await next.load(applied(to: request))
+    }
+
+    /// `request` sent to its environment. A function of its own (`@inline(never)`):
+    /// inlined, its temporaries would take room in `load`'s async frame, which comes from
+    /// the task's allocator, and a task per call pays a `malloc`'d slab for every
+    /// kilobyte of the chain's frames.
+    @inline(never)
+    func applied(to request: APIRequest) -> APIRequest {
         var request = request
         (request[option: ServerEnvironment.self] ?? environment).apply(to: &request)
-        return try await next.load(request)
+        return request
     }
 }

@@ -74,23 +74,48 @@ public enum Redirects {
         send: (APIRequest, Duration) async throws(CatenaError) -> Answer
     ) async throws(CatenaError) -> Answer {
         // Across each wait only the hop is kept, and what follows an answer is decided in
-        // synchronous code: a call's async frames come from its task's allocator.
-        // A call without Retry above gets its key here, once for all its redirects.
+        // synchronous code (`@inline(never)`: inlined, their temporaries, URLs, strings,
+        // an error's detail, would take room in this async frame, which comes from the
+        // task's allocator, and a task per call pays a `malloc`'d slab for every
+        // kilobyte of it).
         var hop = request
-        _ = try hop.applyIdempotencyKey()
-        let timeout = hop.timeout ?? defaultTimeout
+        let timeout = try prepare(&hop, defaultTimeout: defaultTimeout)
         let start = ContinuousClock.now
         var followed = 0
         while true {
-            let left = timeout - (ContinuousClock.now - start)
-            guard left > .zero else {
-                throw CatenaError(.timedOut, request: hop, detail: "no complete answer within \(timeout) (after \(followed) redirects)")
-            }
-            let answer = try await send(hop, left)
-            guard let next = try nextHop(after: answer, of: hop, followed: followed, head: head, discard: discard) else { return answer }
-            followed += 1
-            hop = next
+            let answer = try await send(hop, try timeLeft(of: timeout, since: start, hop: hop, followed: followed))
+            guard try advance(&hop, after: answer, followed: &followed, head: head, discard: discard) else { return answer }
         }
+    }
+
+    /// Gives `hop` its idempotency key, when it gets one (a call without Retry above
+    /// gets it here, once for all its redirects), and returns its total timeout.
+    @inline(never)
+    private static func prepare(_ hop: inout APIRequest, defaultTimeout: Duration) throws(CatenaError) -> Duration {
+        _ = try hop.applyIdempotencyKey()
+        return hop.timeout ?? defaultTimeout
+    }
+
+    /// What is left of `timeout` since `start`; `timedOut` when nothing is.
+    @inline(never)
+    private static func timeLeft(of timeout: Duration, since start: ContinuousClock.Instant, hop: APIRequest, followed: Int) throws(CatenaError) -> Duration {
+        let left = timeout - (ContinuousClock.now - start)
+        guard left > .zero else {
+            throw CatenaError(.timedOut, request: hop, detail: "no complete answer within \(timeout) (after \(followed) redirects)")
+        }
+        return left
+    }
+
+    /// Makes `hop` the next hop after `answer` and counts it in `followed`; false when
+    /// `answer` is the answer.
+    @inline(never)
+    private static func advance<Answer>(
+        _ hop: inout APIRequest, after answer: Answer, followed: inout Int, head: (Answer) -> APIResponse, discard: (Answer) -> Void
+    ) throws(CatenaError) -> Bool {
+        guard let next = try nextHop(after: answer, of: hop, followed: followed, head: head, discard: discard) else { return false }
+        followed += 1
+        hop = next
+        return true
     }
 
     /// The request to send after `answer` to `hop`, as the hop's ``RedirectPolicy``

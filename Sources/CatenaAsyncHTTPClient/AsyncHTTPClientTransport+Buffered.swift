@@ -35,26 +35,18 @@ extension AsyncHTTPClientTransport {
     /// attach to the request (its own bookkeeping, its deadline, the caller's wait)
     /// would queue a task onto the loop and wake it: three hops where one does.
     func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        let outgoing = try delegateRequest(request, timeout: timeout)
-        let client = self.client
-        let delegate = GatheringDelegate(
-            transport: self, request: request, limit: request[option: MaximumResponseSize.self], loop: client.eventLoopGroup.any())
-        let deadline = NIODeadline.now() + TimeAmount(timeout)
-        let outcome = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                delegate.start(outgoing, on: client, deadline: deadline, continuation: continuation)
-            }
+        let delegate = try GatheringDelegate(transport: self, request: request, timeout: timeout)
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { delegate.start(resuming: $0) }
         } onCancel: {
             delegate.cancel()
         }
-        switch outcome {
-        case .success(let gathered): return delegate.response(gathered)
-        case .failure(let error): throw delegate.failure(error, timeout: timeout)
-        }
+        return try delegate.answer()
     }
 
     /// `request` as the delegate API takes it, its body (in memory: the delegate paths
     /// take no streamed body) produced afresh; `cancelled` when the calling task is.
+    ///
     func delegateRequest(_ request: APIRequest, timeout: Duration) throws(CatenaError) -> HTTPClient.Request {
         let outgoing: HTTPClient.Request
         do {
@@ -74,13 +66,18 @@ extension AsyncHTTPClientTransport {
 /// Gathers one response on the task's event loop: checks the head as the streaming
 /// path does, and keeps the body parts up to the size limit.
 ///
+/// The call's task holds only this delegate across its one wait; the request is built
+/// before it (in `init`) and the answer made after it (`answer()`), in synchronous code:
+/// async frames come from the task's allocator, and a task per call pays a `malloc`'d
+/// slab for every kilobyte of them.
+///
 /// `@unchecked Sendable`: its state is touched on `loop` only, one access after another,
 /// until the task's future completes. `start` and `cancel` run there, and the task is
 /// started with `loop` as its event loop, where AsyncHTTPClient calls every method of a
 /// delegate (the client Catena configures follows no redirects, which would start a
-/// task of their own). `didFinishRequest`'s answer is handed over through the task's
-/// future; `response(_:)` and `failure(_:timeout:)` read the state elsewhere, after that
-/// future completed on `loop`.
+/// task of their own). The outcome is stored on `loop` before the caller is resumed;
+/// `answer()` reads it after that resumption, which orders the two. `init` runs before
+/// any of this.
 final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     struct Response: Sendable {
         var head: HTTPResponseHead
@@ -91,43 +88,58 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private let transport: AsyncHTTPClientTransport
     private let request: APIRequest
     private let limit: Int
+    private let timeout: Duration
+    /// The request to send; let go of once handed to AsyncHTTPClient.
+    private var outgoing: HTTPClient.Request?
+    private let deadline: NIODeadline
     /// The event loop the exchange is started on and reports on.
     private let loop: any EventLoop
     /// The exchange, once started; for `cancel()`.
     private var task: HTTPClient.Task<Response>?
     private var cancelled = false
+    /// The exchange's outcome, once known: set on `loop` before the caller is resumed.
+    private var outcome: Result<Response, any Error>?
     /// When the request was handed to AsyncHTTPClient.
     private let started = ContinuousClock.now
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
 
-    init(transport: AsyncHTTPClientTransport, request: APIRequest, limit: Int, loop: any EventLoop) {
+    /// A delegate for one exchange of `request` through `transport`'s client, the
+    /// request built (`cancelled` when the calling task is).
+    init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) throws(CatenaError) {
+        self.outgoing = try transport.delegateRequest(request, timeout: timeout)
         self.transport = transport
         self.request = request
-        self.limit = limit
-        self.loop = loop
+        self.limit = request[option: MaximumResponseSize.self]
+        self.timeout = timeout
+        self.deadline = NIODeadline.now() + TimeAmount(timeout)
+        self.loop = transport.client.eventLoopGroup.any()
     }
 
-    /// Starts the exchange on `loop` and reports its outcome to `continuation`, once: a
-    /// call cancelled before that fails with `HTTPClientError.cancelled` and is never
-    /// sent. Started there, the futures attached to the task (AsyncHTTPClient's own
+    /// Starts the exchange on `loop` and resumes `continuation` once it has an outcome,
+    /// once: a call cancelled before that fails with `HTTPClientError.cancelled` and is
+    /// never sent. Started there, the futures attached to the task (AsyncHTTPClient's own
     /// bookkeeping, its deadline, this wait) cost no hop each.
-    func start(
-        _ outgoing: HTTPClient.Request, on client: HTTPClient, deadline: NIODeadline,
-        continuation: CheckedContinuation<Result<Response, any Error>, Never>
-    ) {
+    ///
+    /// The continuation is unchecked (no canary object per call): each path below
+    /// resumes it exactly once, either at once or from the task's future, which
+    /// completes exactly once, also when AsyncHTTPClient refuses the request.
+    func start(resuming continuation: UnsafeContinuation<Void, Never>) {
         loop.execute { [self] in
-            guard !cancelled else { return continuation.resume(returning: .failure(HTTPClientError.cancelled)) }
-            // On one of its loops, a MultiThreadedEventLoopGroup's `any()` is that loop, so
-            // `.indifferent` makes it the task's loop, as `.delegate(on:)` does at the price
-            // of a walk over the group (an array allocated per call) that other groups need:
-            // their `any()` may be `next()`, another loop each time.
-            let preference: HTTPClient.EventLoopPreference = transport.anyIsCurrentLoop ? .indifferent : .delegate(on: loop)
-            let task = client.execute(request: outgoing, delegate: self, eventLoop: preference, deadline: deadline)
+            guard !cancelled, let outgoing else {
+                outcome = .failure(HTTPClientError.cancelled)
+                return continuation.resume()
+            }
+            self.outgoing = nil
+            let task = transport.client.execute(
+                request: outgoing, delegate: self, eventLoop: transport.eventLoopPreference(startedOn: loop), deadline: deadline)
             assert(task.eventLoop === loop, "the delegate's state lives on its loop")
             self.task = task
-            task.futureResult.whenComplete { continuation.resume(returning: $0) }
+            task.futureResult.whenComplete { [self] result in
+                outcome = result
+                continuation.resume()
+            }
         }
     }
 
@@ -139,10 +151,24 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         }
     }
 
+    /// The call's answer, or its error, once the caller was resumed.
+    ///
+    /// `@inline(never)`, as `init` is in effect (it is a call into this class): inlined
+    /// into the async function that calls it, its temporaries would take room in that
+    /// function's async frame.
+    @inline(never)
+    func answer() throws(CatenaError) -> APIResponse {
+        switch outcome {
+        case .success(let gathered): return response(gathered)
+        case .failure(let error): throw failure(error)
+        case nil: preconditionFailure("the answer is read once the exchange has ended")
+        }
+    }
+
     /// The answer `gathered` makes, reported to the request's observers; on the
     /// caller's task, not the event loop: an observer that takes its time must not hold
-    /// up every connection on that loop. (Called once the task's future completed.)
-    func response(_ gathered: Response) -> APIResponse {
+    /// up every connection on that loop.
+    private func response(_ gathered: Response) -> APIResponse {
         request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
         var response = APIResponse(
             status: HTTPResponse.Status(code: Int(gathered.head.status.code), reasonPhrase: gathered.head.status.reasonPhrase),
@@ -155,8 +181,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     /// The call's error for `error`, the task's failure. Before the head, a closed or
     /// garbled connection may be someone else's leftover: the caller may send an
-    /// idempotent request again. (Called once the task's future completed.)
-    func failure(_ error: any Error, timeout: Duration) -> CatenaError {
+    /// idempotent request again.
+    private func failure(_ error: any Error) -> CatenaError {
         let preHead = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error)
         let failure: any Error = preHead ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
         return AsyncHTTPClientTransport.map(failure, request: request, timeout: timeout, limit: limit)

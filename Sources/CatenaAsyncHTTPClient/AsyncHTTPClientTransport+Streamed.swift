@@ -24,38 +24,30 @@ extension AsyncHTTPClientTransport {
     /// One exchange, no redirects followed, its body handed over part by part as it
     /// arrives. `timeout` covers the time to the head; `StreamIdleTimeout` the silences
     /// after it.
+    ///
+    /// As in `sendGathered`, the call's task holds only the delegate across its one wait
+    /// (the request is built before it and the answer made after it, in synchronous
+    /// code), and the exchange is started on an event loop, in one hop: started from the
+    /// caller's thread, each of the things attached to it there (AsyncHTTPClient's
+    /// bookkeeping, the failure report, the head's timer) would queue a task onto the
+    /// loop and wake it.
     func sendStreamedThroughDelegate(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
-        // Only the task, its delegate and the head's timer are held across the wait: the
-        // request is built and the answer made in synchronous code (see `sendGathered`).
-        let (task, delegate, headTimer) = try startStreamed(request, timeout: timeout)
-        let outcome = await withTaskCancellationHandler {
-            await delegate.head()
+        let delegate = try StreamingDelegate(transport: self, request: request, timeout: timeout)
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { delegate.start(resuming: $0) }
         } onCancel: {
-            // Only while the head is still awaited: a head already handed over keeps its
-            // body, which the reader's own cancellation ends.
-            if delegate.cancelled() { task.cancel() }
+            delegate.cancelHead()
         }
-        headTimer.cancel()
-        return try delegate.response(outcome.get())
+        return try delegate.answer()
     }
 
-    /// Builds `request` for the delegate API and starts it, with a timer for its head.
-    private func startStreamed(
-        _ request: APIRequest, timeout: Duration
-    ) throws(CatenaError) -> (HTTPClient.Task<Void>, StreamingDelegate, Scheduled<Void>) {
-        let outgoing = try delegateRequest(request, timeout: timeout)
-        let delegate = StreamingDelegate(transport: self, request: request, timeout: timeout)
-        // No deadline for AsyncHTTPClient: its deadline would cover the body too, and a
-        // stream may run as long as its reader reads.
-        let task = client.execute(request: outgoing, delegate: delegate)
-        // A request AsyncHTTPClient refuses before sending fails only its future, with
-        // no call to the delegate: the future is the one report that always comes.
-        task.futureResult.whenFailure { delegate.failed($0) }
-        let headTimer = task.eventLoop.scheduleTask(deadline: NIODeadline.now() + TimeAmount(timeout)) {
-            // Only while the head is still awaited: a head that won the race keeps its body.
-            if delegate.headTimedOut() { task.cancel() }
-        }
-        return (task, delegate, headTimer)
+    /// How a call started on `loop` asks for its task's event loop: that loop. On one of
+    /// its loops, a MultiThreadedEventLoopGroup's `any()` is that loop, so `.indifferent`
+    /// gives it, as `.delegate(on:)` does at the price of a walk over the group (an array
+    /// allocated per call) that other groups need: their `any()` may be `next()`, another
+    /// loop each time.
+    func eventLoopPreference(startedOn loop: any EventLoop) -> HTTPClient.EventLoopPreference {
+        anyIsCurrentLoop ? .indifferent : .delegate(on: loop)
     }
 }
 
@@ -82,7 +74,7 @@ extension ByteBuffer {
 /// Its state is behind a lock: AsyncHTTPClient calls the delegate on the task's event
 /// loop, but a client that follows redirects itself (one passed to `init(client:)`)
 /// goes on with the same delegate on another loop, and the task's future reports on
-/// the first.
+/// the first; the caller's cancellation comes from its own thread.
 final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     typealias Response = Void
 
@@ -93,11 +85,16 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     private struct State {
-        /// The head or the failure before it, once known; taken by the waiting call.
+        /// The request to send; let go of once handed to AsyncHTTPClient.
+        var outgoing: HTTPClient.Request?
+        /// The head or the failure before it, once decided (the first decision wins).
         var outcome: Result<Head, CatenaError>?
-        var waiter: CheckedContinuation<Result<Head, CatenaError>, Never>?
-        /// Set once the outcome is decided: later news before the head is dropped.
-        var decided = false
+        /// The waiting call, resumed once the outcome is decided.
+        var waiter: UnsafeContinuation<Void, Never>?
+        /// The exchange, once started; for the caller's cancellation.
+        var task: HTTPClient.Task<Void>?
+        /// The head's timer, until the outcome is decided.
+        var headTimer: Scheduled<Void>?
         /// The body's channel, once the head was handed over.
         var channel: BodyChannel?
         /// The part the event loop holds back while the reader's window is full.
@@ -109,19 +106,79 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     private let transport: AsyncHTTPClientTransport
     private let request: APIRequest
     private let timeout: Duration
+    private let deadline: NIODeadline
+    /// The event loop the exchange is started on.
+    private let loop: any EventLoop
     /// When the request was handed to AsyncHTTPClient.
     private let started = ContinuousClock.now
-    private let state = Locked(State())
+    private let state: Locked<State>
 
-    init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) {
+    /// A delegate for one exchange of `request` through `transport`'s client, the
+    /// request built (`cancelled` when the calling task is).
+    init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) throws(CatenaError) {
+        state = Locked(State(outgoing: try transport.delegateRequest(request, timeout: timeout)))
         self.transport = transport
         self.request = request
         self.timeout = timeout
+        self.deadline = NIODeadline.now() + TimeAmount(timeout)
+        self.loop = transport.client.eventLoopGroup.any()
     }
 
-    /// The streamed answer `head` makes, reported to the request's observers (on the
-    /// caller's task).
-    func response(_ head: Head) -> StreamedResponse {
+    /// Starts the exchange on `loop` and resumes `continuation` once its head or the
+    /// failure before it is decided. A call whose outcome was decided before the loop
+    /// got to it (cancelled) is never sent.
+    ///
+    /// The continuation is unchecked (no canary object per call): `decide` resumes the
+    /// one waiter once, under the lock that sets the outcome once, or this method does
+    /// when the outcome came first.
+    func start(resuming continuation: UnsafeContinuation<Void, Never>) {
+        let decided = state.withLock { state in
+            if state.outcome == nil { state.waiter = continuation }
+            return state.outcome != nil
+        }
+        if decided { return continuation.resume() }
+        loop.execute { [self] in
+            guard let outgoing = state.withLock({ state in state.outcome == nil ? state.outgoing.take() : nil }) else { return }
+            // No deadline for AsyncHTTPClient: its deadline would cover the body too, and a
+            // stream may run as long as its reader reads.
+            let task = transport.client.execute(request: outgoing, delegate: self, eventLoop: transport.eventLoopPreference(startedOn: loop))
+            // A request AsyncHTTPClient refuses before sending fails only its future, with
+            // no call to the delegate: the future is the one report that always comes.
+            task.futureResult.whenFailure { [self] in failed($0) }
+            let headTimer = loop.scheduleTask(deadline: deadline) { [self] in
+                // Only while the head is still awaited: a head that won the race keeps its body.
+                if headTimedOut() { task.cancel() }
+            }
+            let decided = state.withLock { state in
+                state.task = task
+                if state.outcome == nil { state.headTimer = headTimer }
+                return state.outcome != nil
+            }
+            if decided { headTimer.cancel() }
+        }
+    }
+
+    /// The calling task was cancelled while it waited for the head: unless the head or
+    /// a failure came first, the call fails with `cancelled`, and its exchange is
+    /// cancelled (on the loop, after its start; one not started is never sent). A head
+    /// already handed over keeps its body, which the reader's own cancellation ends.
+    func cancelHead() {
+        guard decide(.failure(CatenaError(.cancelled, request: request))) else { return }
+        loop.execute { [self] in state.withLock { $0.task }?.cancel() }
+    }
+
+    /// Whether the exchange was handed to AsyncHTTPClient (for tests).
+    var wasSent: Bool { state.withLock { $0.task != nil } }
+
+    /// The streamed answer, or the failure before it, once the caller was resumed;
+    /// reported to the request's observers (on the caller's task).
+    ///
+    /// `@inline(never)`: inlined into the async function that calls it, its temporaries
+    /// would take room in that function's async frame.
+    @inline(never)
+    func answer() throws(CatenaError) -> StreamedResponse {
+        guard let outcome = state.withLock({ $0.outcome }) else { preconditionFailure("the answer is read once the head is decided") }
+        let head = try outcome.get()
         request.report(.responseHead(status: Int(head.head.status.code), after: head.headArrived - started))
         var streamed = StreamedResponse(
             status: HTTPResponse.Status(code: Int(head.head.status.code), reasonPhrase: head.head.status.reasonPhrase),
@@ -130,51 +187,28 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         return streamed
     }
 
-    /// Waits for the head (or the failure before it). Called once.
-    func head() async -> Result<Head, CatenaError> {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Result<Head, CatenaError>, Never>) in
-            let outcome = state.withLock { state -> Result<Head, CatenaError>? in
-                guard let outcome = state.outcome else {
-                    state.waiter = continuation
-                    return nil
-                }
-                state.outcome = nil
-                return outcome
-            }
-            if let outcome { continuation.resume(returning: outcome) }
-        }
-    }
-
-    /// Decides the call's outcome before the body, once: the first decision wins.
-    /// False when it had been decided already.
+    /// Decides the call's outcome before the body, once: the first decision wins, and
+    /// resumes the waiting call. False when it had been decided already.
     @discardableResult
     private func decide(_ outcome: Result<Head, CatenaError>) -> Bool {
-        let waiter = state.withLock { state -> CheckedContinuation<Result<Head, CatenaError>, Never>?? in
-            guard !state.decided else { return .none }
-            state.decided = true
+        let decided = state.withLock { state -> (waiter: UnsafeContinuation<Void, Never>?, timer: Scheduled<Void>?)? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = outcome
+            state.outgoing = nil
             if case .success(let head) = outcome { state.channel = head.channel }
-            guard let waiter = state.waiter else {
-                state.outcome = outcome
-                return .some(nil)
-            }
-            state.waiter = nil
-            return .some(waiter)
+            defer { (state.waiter, state.headTimer) = (nil, nil) }
+            return (state.waiter, state.headTimer)
         }
-        guard case .some(let waiting) = waiter else { return false }
-        waiting?.resume(returning: outcome)
+        guard let decided else { return false }
+        decided.timer?.cancel()
+        decided.waiter?.resume()
         return true
     }
 
     /// The head's deadline passed: true when the call was still waiting for it (and
     /// now fails with `timedOut`), false when the head or a failure came first.
-    func headTimedOut() -> Bool {
+    private func headTimedOut() -> Bool {
         decide(.failure(AsyncHTTPClientTransport.map(HTTPClientError.deadlineExceeded, request: request, timeout: timeout, limit: .max)))
-    }
-
-    /// The calling task was cancelled while it waited for the head: true when the call
-    /// now fails with `cancelled`, false when the head or a failure came first.
-    func cancelled() -> Bool {
-        decide(.failure(CatenaError(.cancelled, request: request)))
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {

@@ -7,9 +7,9 @@ import NIOCore
 import NIOPosix
 import Testing
 
-/// A buffered call on AsyncHTTPClient is started in one task on an event loop, which
-/// holds its state: what a cancel before that start does, and groups whose `any()` is
-/// not the loop it is called on.
+/// A buffered or streamed call on AsyncHTTPClient is started in one task on an event
+/// loop: what a cancel before that start does, and groups whose `any()` is not the loop
+/// it is called on.
 @Suite("Buffered calls started on the event loop", .serialized)
 struct LoopSubmissionTests {
     /// A group whose `any()` is `next()`, as the protocol's default (and NIOTS) has it.
@@ -31,18 +31,16 @@ struct LoopSubmissionTests {
         let transport = AsyncHTTPClientTransport(client: client)
         let tag = UUID().uuidString
         let request = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
-        let delegate = GatheringDelegate(transport: transport, request: request, limit: 1 << 20, loop: group.next())
+        let delegate = try GatheringDelegate(transport: transport, request: request, timeout: .seconds(10))
         // The cancel is queued on the loop ahead of the start, as when the calling task
         // is cancelled between building the request and handing it over.
         delegate.cancel()
-        let outgoing = try transport.delegateRequest(request, timeout: .seconds(10))
-        let outcome = await withCheckedContinuation { continuation in
-            delegate.start(outgoing, on: client, deadline: .now() + .seconds(10), continuation: continuation)
-        }
-        if case .failure(let error) = outcome {
-            #expect(delegate.failure(error, timeout: .seconds(10)).code == .cancelled)
-        } else {
+        await withUnsafeContinuation { delegate.start(resuming: $0) }
+        do {
+            _ = try delegate.answer()
             Issue.record("the cancelled call was answered")
+        } catch {
+            #expect(error.code == .cancelled)
         }
         // A later request on the same client reaches the server (sent up to three times:
         // the fault closes the connection before any head); the cancelled one, had it
@@ -51,6 +49,40 @@ struct LoopSubmissionTests {
         _ = try? await transport.load(later)
         #expect(server.applied("tag:" + tag + "-later") >= 1)
         #expect(server.applied("tag:" + tag) == 0, "the cancelled call was sent")
+        try await client.shutdown()
+        try await group.shutdownGracefully()
+    }
+
+    @Test("a stream cancelled before its start on the loop fails with cancelled, and the server never sees it")
+    func streamCancelledBeforeStart() async throws {
+        let server = try await FaultServer.running()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        let transport = AsyncHTTPClientTransport(client: client)
+        let tag = UUID().uuidString
+        let request = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
+        let delegate = try StreamingDelegate(transport: transport, request: request, timeout: .seconds(10))
+        // The loop is held while the call is started and then cancelled, so the cancel
+        // comes after the call began to wait but before the loop got to sending it.
+        let gate = DispatchSemaphore(value: 0)
+        group.next().execute { gate.wait() }
+        await withUnsafeContinuation {
+            delegate.start(resuming: $0)
+            delegate.cancelHead()
+            gate.signal()
+        }
+        do {
+            _ = try delegate.answer()
+            Issue.record("the cancelled stream was answered")
+        } catch {
+            #expect(error.code == .cancelled)
+        }
+        let later = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag + "-later")]))
+        _ = try? await transport.stream(later).collect()
+        #expect(server.applied("tag:" + tag + "-later") >= 1)
+        #expect(server.applied("tag:" + tag) == 0, "the cancelled stream reached the server")
+        // Sent and cancelled at once, it would not reach the server either: it must not be sent.
+        #expect(!delegate.wasSent, "the cancelled stream was handed to AsyncHTTPClient")
         try await client.shutdown()
         try await group.shutdownGracefully()
     }
@@ -70,6 +102,13 @@ struct LoopSubmissionTests {
             return try await calls.reduce(into: []) { $0.append($1) }
         }
         #expect(bodies == Array(repeating: MisbehavingServer.okBody, count: 32))
+        let streamed = try await withThrowingTaskGroup(of: String.self) { calls in
+            for _ in 0..<32 {
+                calls.addTask { String(decoding: try await transport.stream(faultRequest(.ok, on: server)).collect().body, as: UTF8.self) }
+            }
+            return try await calls.reduce(into: []) { $0.append($1) }
+        }
+        #expect(streamed == Array(repeating: MisbehavingServer.okBody, count: 32))
         try await client.shutdown()
         try await base.shutdownGracefully()
     }

@@ -24,9 +24,9 @@ extension AsyncHTTPClientTransport {
 
     /// One exchange, no redirects followed, gathered on the event loop.
     ///
-    /// The call's task waits once, and holds nothing across that wait but the task and
-    /// its delegate: the request is built and sent, and the answer made, in synchronous
-    /// code (on the thread's stack). Async frames come from the task's allocator, whose
+    /// The call's task waits once, and holds nothing across that wait but its delegate:
+    /// the request is built and sent, and the answer made, in synchronous code (on the
+    /// thread's stack). Async frames come from the task's allocator, whose
     /// first slab is small: frames past it come from slabs taken from `malloc`, which a
     /// task per call (a server's handler, say) pays anew (BENCHMARKS.md, "A task per call").
     ///
@@ -46,7 +46,6 @@ extension AsyncHTTPClientTransport {
 
     /// `request` as the delegate API takes it, its body (in memory: the delegate paths
     /// take no streamed body) produced afresh; `cancelled` when the calling task is.
-    ///
     func delegateRequest(_ request: APIRequest, timeout: Duration) throws(CatenaError) -> HTTPClient.Request {
         let outgoing: HTTPClient.Request
         do {
@@ -127,11 +126,13 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// completes exactly once, also when AsyncHTTPClient refuses the request.
     func start(resuming continuation: UnsafeContinuation<Void, Never>) {
         loop.execute { [self] in
+            let outgoing = self.outgoing
+            // Not kept past the start: it may carry credentials.
+            self.outgoing = nil
             guard !cancelled, let outgoing else {
                 outcome = .failure(HTTPClientError.cancelled)
                 return continuation.resume()
             }
-            self.outgoing = nil
             let task = transport.client.execute(
                 request: outgoing, delegate: self, eventLoop: transport.eventLoopPreference(startedOn: loop), deadline: deadline)
             assert(task.eventLoop === loop, "the delegate's state lives on its loop")

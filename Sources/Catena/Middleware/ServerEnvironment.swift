@@ -133,7 +133,7 @@ public struct ApplyEnvironment: HTTPMiddleware {
     /// the task's allocator, and a task per call pays a `malloc`'d slab for every
     /// kilobyte of the chain's frames.
     @inline(never)
-    func applied(to request: APIRequest) -> APIRequest {
+    private func applied(to request: APIRequest) -> APIRequest {
         var request = request
         (request[option: ServerEnvironment.self] ?? environment).apply(to: &request)
         return request

@@ -10,7 +10,7 @@ import Testing
 /// A buffered or streamed call on AsyncHTTPClient is started in one task on an event
 /// loop: what a cancel before that start does, and groups whose `any()` is not the loop
 /// it is called on.
-@Suite("Buffered calls started on the event loop", .serialized)
+@Suite("Calls started on the event loop", .serialized)
 struct LoopSubmissionTests {
     /// A group whose `any()` is `next()`, as the protocol's default (and NIOTS) has it.
     final class NextOnlyGroup: EventLoopGroup {
@@ -23,68 +23,80 @@ struct LoopSubmissionTests {
         }
     }
 
-    @Test("a call cancelled before its start on the loop fails with cancelled, and the server never sees it")
-    func cancelledBeforeStart() async throws {
+    /// Runs `cancel` with a transport on a group of one event loop and a request the
+    /// fault server records by its tag; then `sendLater` sends a second tagged request on
+    /// the same client, which must reach the server while the cancelled one never did.
+    private func expectNeverSent(
+        _ cancel: (AsyncHTTPClientTransport, APIRequest, MultiThreadedEventLoopGroup) async throws -> Void,
+        later sendLater: (AsyncHTTPClientTransport, APIRequest) async -> Void
+    ) async throws {
         let server = try await FaultServer.running()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
         let transport = AsyncHTTPClientTransport(client: client)
-        let tag = UUID().uuidString
-        let request = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
-        let delegate = try GatheringDelegate(transport: transport, request: request, timeout: .seconds(10))
-        // The cancel is queued on the loop ahead of the start, as when the calling task
-        // is cancelled between building the request and handing it over.
-        delegate.cancel()
-        await withUnsafeContinuation { delegate.start(resuming: $0) }
-        do {
-            _ = try delegate.answer()
-            Issue.record("the cancelled call was answered")
-        } catch {
-            #expect(error.code == .cancelled)
+        func tagged(_ tag: String) -> APIRequest {
+            APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
         }
-        // A later request on the same client reaches the server (sent up to three times:
-        // the fault closes the connection before any head); the cancelled one, had it
-        // been sent, would have come first.
-        let later = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag + "-later")]))
-        _ = try? await transport.load(later)
-        #expect(server.applied("tag:" + tag + "-later") >= 1)
-        #expect(server.applied("tag:" + tag) == 0, "the cancelled call was sent")
+        let tag = UUID().uuidString
+        do {
+            try await cancel(transport, tagged(tag), group)
+            // The later request is sent up to three times (the fault closes the connection
+            // before any head); the cancelled one, had it been sent, would have come first.
+            await sendLater(transport, tagged(tag + "-later"))
+            #expect(server.applied("tag:" + tag + "-later") >= 1)
+            #expect(server.applied("tag:" + tag) == 0, "the cancelled call reached the server")
+        } catch {
+            try? await client.shutdown()
+            try? await group.shutdownGracefully()
+            throw error
+        }
         try await client.shutdown()
         try await group.shutdownGracefully()
     }
 
+    @Test("a call cancelled before its start on the loop fails with cancelled, and the server never sees it")
+    func cancelledBeforeStart() async throws {
+        try await expectNeverSent { transport, request, _ in
+            let delegate = try GatheringDelegate(transport: transport, request: request, timeout: .seconds(10))
+            // The cancel is queued on the loop ahead of the start, as when the calling task
+            // is cancelled between building the request and handing it over.
+            delegate.cancel()
+            await withUnsafeContinuation { delegate.start(resuming: $0) }
+            do throws(CatenaError) {
+                _ = try delegate.answer()
+                Issue.record("the cancelled call was answered")
+            } catch {
+                #expect(error.code == .cancelled)
+            }
+        } later: { transport, request in
+            _ = try? await transport.load(request)
+        }
+    }
+
     @Test("a stream cancelled before its start on the loop fails with cancelled, and the server never sees it")
     func streamCancelledBeforeStart() async throws {
-        let server = try await FaultServer.running()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
-        let transport = AsyncHTTPClientTransport(client: client)
-        let tag = UUID().uuidString
-        let request = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
-        let delegate = try StreamingDelegate(transport: transport, request: request, timeout: .seconds(10))
-        // The loop is held while the call is started and then cancelled, so the cancel
-        // comes after the call began to wait but before the loop got to sending it.
-        let gate = DispatchSemaphore(value: 0)
-        group.next().execute { gate.wait() }
-        await withUnsafeContinuation {
-            delegate.start(resuming: $0)
-            delegate.cancelHead()
-            gate.signal()
+        try await expectNeverSent { transport, request, group in
+            let delegate = try StreamingDelegate(transport: transport, request: request, timeout: .seconds(10))
+            // The loop is held while the call is started and then cancelled, so the cancel
+            // comes after the call began to wait but before the loop got to sending it.
+            let gate = DispatchSemaphore(value: 0)
+            group.next().execute { gate.wait() }
+            await withUnsafeContinuation {
+                delegate.start(resuming: $0)
+                delegate.cancelHead()
+                gate.signal()
+            }
+            do throws(CatenaError) {
+                _ = try delegate.answer()
+                Issue.record("the cancelled stream was answered")
+            } catch {
+                #expect(error.code == .cancelled)
+            }
+            // Sent and cancelled at once, it would not reach the server either: it must not be sent.
+            #expect(!delegate.wasSent, "the cancelled stream was handed to AsyncHTTPClient")
+        } later: { transport, request in
+            _ = try? await transport.stream(request).collect()
         }
-        do {
-            _ = try delegate.answer()
-            Issue.record("the cancelled stream was answered")
-        } catch {
-            #expect(error.code == .cancelled)
-        }
-        let later = APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag + "-later")]))
-        _ = try? await transport.stream(later).collect()
-        #expect(server.applied("tag:" + tag + "-later") >= 1)
-        #expect(server.applied("tag:" + tag) == 0, "the cancelled stream reached the server")
-        // Sent and cancelled at once, it would not reach the server either: it must not be sent.
-        #expect(!delegate.wasSent, "the cancelled stream was handed to AsyncHTTPClient")
-        try await client.shutdown()
-        try await group.shutdownGracefully()
     }
 
     @Test("concurrent calls through a group whose any() is another loop each time all succeed")

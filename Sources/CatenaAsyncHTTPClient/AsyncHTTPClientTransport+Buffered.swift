@@ -154,9 +154,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     /// The call's answer, or its error, once the caller was resumed.
     ///
-    /// `@inline(never)`, as `init` is in effect (it is a call into this class): inlined
-    /// into the async function that calls it, its temporaries would take room in that
-    /// function's async frame.
+    /// `@inline(never)`: inlined into the async function that calls it, its temporaries
+    /// would take room in that function's async frame.
     @inline(never)
     func answer() throws(CatenaError) -> APIResponse {
         switch outcome {

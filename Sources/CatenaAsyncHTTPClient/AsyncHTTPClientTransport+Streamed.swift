@@ -40,15 +40,6 @@ extension AsyncHTTPClientTransport {
         }
         return try delegate.answer()
     }
-
-    /// How a call started on `loop` asks for its task's event loop: that loop. On one of
-    /// its loops, a MultiThreadedEventLoopGroup's `any()` is that loop, so `.indifferent`
-    /// gives it, as `.delegate(on:)` does at the price of a walk over the group (an array
-    /// allocated per call) that other groups need: their `any()` may be `next()`, another
-    /// loop each time.
-    func eventLoopPreference(startedOn loop: any EventLoop) -> HTTPClient.EventLoopPreference {
-        anyIsCurrentLoop ? .indifferent : .delegate(on: loop)
-    }
 }
 
 extension Data {

@@ -221,6 +221,15 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
     }
 
+    /// How a call started on `loop` asks for its task's event loop: that loop. On one of
+    /// its loops, a MultiThreadedEventLoopGroup's `any()` is that loop, so `.indifferent`
+    /// gives it, as `.delegate(on:)` does at the price of a walk over the group (an array
+    /// allocated per call) that other groups need: their `any()` may be `next()`, another
+    /// loop each time.
+    func eventLoopPreference(startedOn loop: any EventLoop) -> HTTPClient.EventLoopPreference {
+        anyIsCurrentLoop ? .indifferent : .delegate(on: loop)
+    }
+
     /// The header fields AsyncHTTPClient sends for `request`.
     func headers(for request: APIRequest) throws(CatenaError) -> HTTPHeaders {
         var headers = HTTPHeaders()

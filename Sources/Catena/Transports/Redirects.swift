@@ -106,30 +106,19 @@ public enum Redirects {
         return left
     }
 
-    /// Makes `hop` the next hop after `answer` and counts it in `followed`; false when
-    /// `answer` is the answer.
+    /// Makes `hop` the request to send after `answer`, as the hop's ``RedirectPolicy``
+    /// says, and counts it in `followed`; false when `answer` is the answer. An answer
+    /// that is followed, or that fails, is discarded.
     @inline(never)
     private static func advance<Answer>(
         _ hop: inout APIRequest, after answer: Answer, followed: inout Int, head: (Answer) -> APIResponse, discard: (Answer) -> Void
     ) throws(CatenaError) -> Bool {
-        guard let next = try nextHop(after: answer, of: hop, followed: followed, head: head, discard: discard) else { return false }
-        followed += 1
-        hop = next
-        return true
-    }
-
-    /// The request to send after `answer` to `hop`, as the hop's ``RedirectPolicy``
-    /// says, once `followed` redirects were followed; nil when `answer` is the answer.
-    /// An answer that is followed, or that fails, is discarded.
-    private static func nextHop<Answer>(
-        after answer: Answer, of hop: APIRequest, followed: Int, head: (Answer) -> APIResponse, discard: (Answer) -> Void
-    ) throws(CatenaError) -> APIRequest? {
         let policy = hop[option: RedirectPolicy.self]
         let limit: Int
         switch policy {
         case .never:
             try checkUnfollowed(answer, head: head, discard: discard, request: hop)
-            return nil
+            return false
         case .follow(let max), .sameOrigin(let max): limit = Swift.max(0, max)
         }
         let response = head(answer)
@@ -144,13 +133,15 @@ public enum Redirects {
         if case .sameOrigin = policy, let next, !hop.hasSameOrigin(as: next) { leavesOrigin = true }
         guard let next, !leavesOrigin else {
             try checkUnfollowed(answer, head: head, discard: discard, request: hop)
-            return nil
+            return false
         }
         discard(answer)
         guard followed < limit else {
             throw CatenaError(.invalidResponse, request: hop, response: response, detail: "too many redirects (more than \(limit))")
         }
-        return next
+        followed += 1
+        hop = next
+        return true
     }
 
     /// A redirect handed over unfollowed has a body like any answer: one in a coding

@@ -190,11 +190,9 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         do {
-            try transport.checkHead(status: head.status, headers: head.headers, request: request)
+            let declared = try transport.checkHead(status: head.status, headers: head.headers, request: request)
             // A HEAD's, a 204's or a 304's Content-Length describes a body that is not sent.
-            if request.method != .head, ![204, 304].contains(head.status.code),
-                let declared = head.headers.first(name: "Content-Length").flatMap(Int.init), declared > limit
-            {
+            if request.method != .head, ![204, 304].contains(head.status.code), let declared, declared > limit {
                 throw NIOTooManyBytesError(maxBytes: limit)
             }
         } catch {

@@ -325,23 +325,41 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     /// A status that is no HTTP status, or two Content-Lengths that disagree, is no
-    /// usable response.
-    func checkHead(status: HTTPResponseStatus, headers: HTTPHeaders, request: APIRequest) throws(CatenaError) {
+    /// usable response. Returns the declared Content-Length, when it is a number.
+    ///
+    /// One pass over the fields, comparing names on their bytes: `HTTPHeaders`' subscript
+    /// makes an array of the values on every lookup, and each lookup walks all fields.
+    @discardableResult
+    func checkHead(status: HTTPResponseStatus, headers: HTTPHeaders, request: APIRequest) throws(CatenaError) -> Int? {
         guard (100...999).contains(Int(status.code)) else {
             throw CatenaError(.invalidResponse, request: request, detail: "the status code \(status.code) is not a valid HTTP status")
         }
-        if let declared = headers["Content-Length"] as [String]?, declared.count > 1, Set(declared).count > 1 {
-            throw CatenaError(
-                .invalidResponse, request: request,
-                detail: "the response has \(declared.count) different Content-Length fields")
+        var length: String?
+        var lengths = 0
+        var lengthsDisagree = false
+        var encodings: [String] = []
+        for (name, value) in headers {
+            switch name.utf8.count {
+            case 14 where name.equalsIgnoringASCIICase("content-length"):
+                lengths += 1
+                if let length { lengthsDisagree = lengthsDisagree || length != value } else { length = value }
+            case 16 where name.equalsIgnoringASCIICase("content-encoding"):
+                encodings.append(value)
+            default:
+                break
+            }
+        }
+        if lengthsDisagree {
+            throw CatenaError(.invalidResponse, request: request, detail: "the response has \(lengths) different Content-Length fields")
         }
         // NIOHTTPResponseDecompressor decodes a body whose first Content-Encoding member is
         // gzip or deflate, and only that one: a body it decoded has exactly that one
         // member (`identity, gzip` it leaves encoded). Anything else would reach the
         // caller still encoded.
-        try ContentCoding.check(contentEncoding: headers["Content-Encoding"], status: Int(status.code), request: request) {
+        try ContentCoding.check(contentEncoding: encodings, status: Int(status.code), request: request) {
             decodesCompression && ($0 == ["gzip"] || $0 == ["deflate"])
         }
+        return length.flatMap { Int($0) }
     }
 
     static func fields(of headers: HTTPHeaders) -> HTTPFields {

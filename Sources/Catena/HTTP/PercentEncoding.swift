@@ -83,3 +83,15 @@ enum PercentEncoding {
         }
     }
 }
+
+extension String {
+    /// Whether this text is `lowercase` with any of its ASCII letters in either case: a
+    /// field name compared as HTTP compares them, on the bytes, without making a
+    /// lowercased copy.
+    package func equalsIgnoringASCIICase(_ lowercase: StaticString) -> Bool {
+        let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
+        return utf8.elementsEqual(expected) { byte, lower in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 == lower : byte == lower
+        }
+    }
+}

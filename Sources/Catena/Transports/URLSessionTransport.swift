@@ -218,17 +218,10 @@ public struct URLSessionTransport: HTTPLoader {
         mutating func note(_ name: String, _ value: String) {
             func join(_ old: String?) -> String { old.map { $0 + ", " + value } ?? value }
             switch name.utf8.count {
-            case 14 where Self.equalIgnoringASCIICase(name, "content-length"): contentLength = join(contentLength)
-            case 16 where Self.equalIgnoringASCIICase(name, "content-encoding"): contentEncoding = join(contentEncoding)
-            case 17 where Self.equalIgnoringASCIICase(name, "transfer-encoding"): transferEncoding = join(transferEncoding)
+            case 14 where name.equalsIgnoringASCIICase("content-length"): contentLength = join(contentLength)
+            case 16 where name.equalsIgnoringASCIICase("content-encoding"): contentEncoding = join(contentEncoding)
+            case 17 where name.equalsIgnoringASCIICase("transfer-encoding"): transferEncoding = join(transferEncoding)
             default: break
-            }
-        }
-
-        private static func equalIgnoringASCIICase(_ text: String, _ lowercase: StaticString) -> Bool {
-            let expected = UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount)
-            return text.utf8.elementsEqual(expected) { byte, lower in
-                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 0x20 == lower : byte == lower
             }
         }
     }

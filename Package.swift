@@ -163,7 +163,7 @@ let package = Package(
         .executableTarget(
             name: "CatenaBenchmarks",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
+                "BenchmarkBaselines", "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -177,12 +177,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What a transport costs by itself, for both benchmark programs.
+        .target(name: "BenchmarkBaselines", dependencies: ["Catena"], swiftSettings: strict),
         // Allocations per call, raw transport against Catena; a program of its own, since
         // its interposed malloc would slow every timed benchmark.
         .executableTarget(
             name: "CatenaAllocations",
             dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOpenAPI", "DemoUsersOpenAPI",
+                "BenchmarkBaselines", "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOpenAPI", "DemoUsersOpenAPI",
                 .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

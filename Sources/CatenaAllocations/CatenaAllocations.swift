@@ -10,6 +10,7 @@
 // allocations are counted: every thread of this process, event loops included. A
 // program of its own, because an interposed malloc would slow every timed benchmark.
 import AsyncHTTPClient
+import BenchmarkBaselines
 import Catena
 import CatenaAsyncHTTPClient
 import CatenaDemoServer
@@ -152,6 +153,7 @@ enum CatenaAllocations {
         configuration.urlCache = nil
         configuration.httpShouldSetCookies = false
         let session = URLSession(configuration: configuration)
+        let gatheringSession = GatheringSession(configuration: configuration)
         let urlSession = URLSessionTransport(configuration: configuration)
         let urlSessionChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> urlSession
 
@@ -255,6 +257,9 @@ enum CatenaAllocations {
             },
             Variant(group: "buffered GET, URLSession", name: "raw: data(for:)") {
                 _ = try await session.data(for: URLRequest(url: userURL))
+            },
+            Variant(group: "buffered GET, URLSession", name: "raw: session delegate gathering the body (corelibs' delegate path, no Catena)") {
+                _ = try await gatheringSession.data(for: URLRequest(url: userURL))
             },
             Variant(group: "buffered GET, URLSession", name: "Catena transport") {
                 _ = try await urlSession.load(absolute)

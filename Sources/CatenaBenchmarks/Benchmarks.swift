@@ -13,6 +13,7 @@
 // Prints a Markdown table for BENCHMARKS.md.
 
 import AsyncHTTPClient
+import BenchmarkBaselines
 import Catena
 import CatenaAsyncHTTPClient
 import CatenaDemoServer
@@ -300,49 +301,6 @@ enum Benchmarks {
         rawSession.invalidateAndCancel()
         gatheringSession.session.invalidateAndCancel()
         await server.stop()
-    }
-}
-
-/// The smallest delegate-driven use of URLSession: a session delegate that gathers each
-/// data task's body and answers its caller on completion. The baseline for what corelibs'
-/// delegate callbacks cost next to `data(for:)`, apart from anything Catena does.
-struct GatheringSession: Sendable {
-    private final class Delegate: NSObject, URLSessionDataDelegate, Sendable {
-        struct Pending {
-            var continuation: CheckedContinuation<(Data, Int), any Error>
-            var body = Data()
-        }
-
-        let pending = Locked<[Int: Pending]>([:])
-
-        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-            pending.withLock { $0[dataTask.taskIdentifier]?.body.append(data) }
-        }
-
-        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-            guard let done = pending.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
-            if let error {
-                done.continuation.resume(throwing: error)
-            } else {
-                done.continuation.resume(returning: (done.body, (task.response as? HTTPURLResponse)?.statusCode ?? -1))
-            }
-        }
-    }
-
-    private let delegate = Delegate()
-    let session: URLSession
-
-    init(configuration: URLSessionConfiguration) {
-        session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-    }
-
-    /// The body and status of `request`.
-    func data(for request: URLRequest) async throws -> (Data, Int) {
-        try await withCheckedThrowingContinuation { continuation in
-            let task = session.dataTask(with: request)
-            delegate.pending.withLock { $0[task.taskIdentifier] = Delegate.Pending(continuation: continuation) }
-            task.resume()
-        }
     }
 }
 

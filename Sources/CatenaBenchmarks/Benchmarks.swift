@@ -233,6 +233,23 @@ enum Benchmarks {
                     guard response.status == .ok, let body = response.body else { throw BenchmarkError.status(Int(response.status.code)) }
                     if decode { _ = try decoder.decode(SingleUser.self, from: body) }
                 },
+                // The same, started as Catena starts its calls: in one task on an event
+                // loop, the caller resumed from the future's callback there. Whatever
+                // separates Catena from this is Catena's own work.
+                Variant(name: "raw AsyncHTTPClient, delegate API started on an event loop (as Catena starts it)") { decode in
+                    let outgoing = try HTTPClient.Request(url: userURL.absoluteString)
+                    let loop = rawClient.eventLoopGroup.any()
+                    let response = try await withCheckedThrowingContinuation { continuation in
+                        loop.execute {
+                            rawClient.execute(
+                                request: outgoing, delegate: ResponseAccumulator(request: outgoing), eventLoop: .indifferent,
+                                deadline: .now() + .seconds(30)
+                            ).futureResult.whenComplete { continuation.resume(with: $0) }
+                        }
+                    }
+                    guard response.status == .ok, let body = response.body else { throw BenchmarkError.status(Int(response.status.code)) }
+                    if decode { _ = try decoder.decode(SingleUser.self, from: body) }
+                },
             ],
             [
                 Variant(name: "raw URLSession") { decode in

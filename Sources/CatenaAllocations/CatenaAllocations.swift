@@ -301,6 +301,7 @@ enum CatenaAllocations {
         try await client.shutdown()
         if loops != nil { try await loopGroup.shutdownGracefully() }
         session.invalidateAndCancel()
+        gatheringSession.session.invalidateAndCancel()
         serverProcess?.terminate()
         serverProcess?.waitUntilExit()
         await inProcessServer?.stop()

@@ -17,7 +17,8 @@ struct HeadCheckTests {
     private static func reference(_ headers: HTTPHeaders, decodes: Bool) -> Result<Int?, CatenaError> {
         let declared = headers["Content-Length"]
         if declared.count > 1, Set(declared).count > 1 {
-            return .failure(CatenaError(.invalidResponse, request: request, detail: "lengths"))
+            return .failure(
+                CatenaError(.invalidResponse, request: request, detail: "the response has \(declared.count) different Content-Length fields"))
         }
         do {
             try ContentCoding.check(contentEncoding: headers["Content-Encoding"], status: 200, request: request) {
@@ -60,12 +61,7 @@ struct HeadCheckTests {
                     Issue.record("\(headers): refused (\(error)), the lookups accept it")
                     continue
                 }
-                #expect(error.code == reference.code, "\(headers)")
-                if reference.detail == "lengths" {
-                    #expect(error.detail?.contains("different Content-Length fields") == true, "\(error)")
-                } else {
-                    #expect(error.detail == reference.detail, "\(headers)")
-                }
+                #expect(error.code == reference.code && error.detail == reference.detail, "\(headers): \(error)")
             }
         }
         // Both outcomes occur often enough for the comparison to mean something.
@@ -77,6 +73,11 @@ struct HeadCheckTests {
         let transport = AsyncHTTPClientTransport(client: AsyncHTTPClientTransport.forTestsClient)
         let equal = HTTPHeaders([("Content-Length", "5"), ("content-length", "5")])
         #expect(try transport.checkHead(status: .ok, headers: equal, request: Self.request) == 5)
+        // Compared by their letters' two cases only: NIO's own lookup, which masks bit 5
+        // of each byte, would take a carriage return for the "-" (no parser lets one
+        // into a name; here it is only a name that is not Content-Length).
+        let lookalike = HTTPHeaders([("Content-Length", "5"), ("content\rlength", "6")])
+        #expect(try transport.checkHead(status: .ok, headers: lookalike, request: Self.request) == 5)
         let disagreeing = HTTPHeaders([("Content-Length", "5"), ("CONTENT-LENGTH", "5"), ("content-length", "6")])
         #expect {
             try transport.checkHead(status: .ok, headers: disagreeing, request: Self.request)

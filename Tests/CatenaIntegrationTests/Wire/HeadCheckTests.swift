@@ -13,8 +13,9 @@ import Testing
 struct HeadCheckTests {
     private static let request = APIRequest(.get, url: URL(string: "http://127.0.0.1/head")!)
 
-    /// What the check said before it was one pass: NIO's case-insensitive lookups.
-    private static func reference(_ headers: HTTPHeaders, decodes: Bool) -> Result<Int?, CatenaError> {
+    /// What the check said before it was one pass: NIO's case-insensitive lookups, for a
+    /// transport that decodes gzip and deflate.
+    private static func reference(_ headers: HTTPHeaders) -> Result<Int?, CatenaError> {
         let declared = headers["Content-Length"]
         if declared.count > 1, Set(declared).count > 1 {
             return .failure(
@@ -22,7 +23,7 @@ struct HeadCheckTests {
         }
         do {
             try ContentCoding.check(contentEncoding: headers["Content-Encoding"], status: 200, request: request) {
-                decodes && ($0 == ["gzip"] || $0 == ["deflate"])
+                $0 == ["gzip"] || $0 == ["deflate"]
             }
         } catch {
             return .failure(error)
@@ -51,10 +52,14 @@ struct HeadCheckTests {
                 default: headers.add(name: others.randomElement(using: &random)!, value: lengths.randomElement(using: &random)!)
                 }
             }
-            let expected = Self.reference(headers, decodes: true)
+            let expected = Self.reference(headers)
             do {
                 let declared = try transport.checkHead(status: .ok, headers: headers, request: Self.request)
-                #expect(expected == .success(declared), "\(headers)")
+                guard case .success(let length) = expected else {
+                    Issue.record("\(headers): accepted, the lookups refuse it")
+                    continue
+                }
+                #expect(declared == length, "\(headers)")
             } catch {
                 failures += 1
                 guard case .failure(let reference) = expected else {
@@ -84,16 +89,6 @@ struct HeadCheckTests {
         } throws: { error in
             (error as? CatenaError)?.code == .invalidResponse
                 && (error as? CatenaError)?.detail == "the response has 3 different Content-Length fields"
-        }
-    }
-}
-
-extension Result where Success == Int?, Failure == CatenaError {
-    fileprivate static func == (lhs: Self, rhs: Self) -> Bool {
-        switch (lhs, rhs) {
-        case (.success(let a), .success(let b)): a == b
-        case (.failure(let a), .failure(let b)): a.code == b.code
-        default: false
         }
     }
 }

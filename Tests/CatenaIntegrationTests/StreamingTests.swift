@@ -118,8 +118,12 @@ struct StreamingTests {
         let error = await #expect(throws: CatenaError.self) { _ = try await chain.stream(late) }
         #expect(error?.code == .timedOut)
         #expect(ContinuousClock.now - start < Timing.stretch(.seconds(3)), "it ended at its timeout, not when the server answered")
-        // Four parts 0.4 s apart: the body takes twice the timeout.
-        let response = try await chain.stream(try drip(chunks: 4, interval: Timing.stretch(0.4)))
+        // Four parts 0.5 s apart under a 1 s timeout: the body outlasts the timeout. A chain
+        // of its own, so that the head (which the timeout does cover) has room to arrive
+        // on a loaded machine: a sanitized full suite once held URLSession's head back
+        // past 6.4 s.
+        let patient = try await kind.chain(timeout: Timing.stretch(.seconds(1)))
+        let response = try await patient.stream(try drip(chunks: 4, interval: Timing.stretch(0.5)))
         #expect(try await response.collect().body == Data("....".utf8))
     }
 

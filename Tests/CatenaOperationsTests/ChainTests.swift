@@ -43,9 +43,11 @@ struct OperationChainTests {
         }
         let chain = Produce<Int>(.success(1)).then(do: plain).then(do: Produce(.success(2)))
         let value = Task { try await chain.value(on: OperationQueue()) }
-        let ended = await eventually(seconds: 10) { plain.isFinished && replaced.withLock { $0 } }
+        // Generous bounds: they only limit how long a failure takes to show. A sanitized
+        // full suite once kept the queue's threads busy for over ten seconds.
+        let ended = await eventually(seconds: 60) { plain.isFinished && replaced.withLock { $0 } }
         #expect(ended)
-        let result = await eventually(seconds: 10) { chain.last.isFinished }
+        let result = await eventually(seconds: 60) { chain.last.isFinished }
         #expect(result, "the chain went on after the foreign step")
         if result { #expect(try await value.value == 2) } else { value.cancel() }
     }

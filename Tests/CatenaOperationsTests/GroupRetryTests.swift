@@ -121,7 +121,10 @@ struct RetryingOperationTests {
     func cancelDuringWait() async {
         let made = Recorder<ResultOperation<String>>()
         let operation = RetryingOperation(
-            strategy: .backoff(maxAttempts: 5, delay: .constant(.seconds(10))),
+            // A wait no stalled test runner outlasts: a ten-second one once ran out while a
+            // sanitized full suite held this task off its threads, and a second attempt
+            // started before the cancel was sent.
+            strategy: .backoff(maxAttempts: 5, delay: .constant(.seconds(3_600))),
             makeAttempt: Self.attempts(failing: 5, made: made)
         )
         operation.enqueue(on: OperationQueue())

@@ -110,28 +110,16 @@ enum CatenaAllocations {
         // `--in-process`, in this one, as CatenaBenchmarks runs it (its allocations are
         // then counted too: for a profiler's run, not for the allocation figures).
         let base: URL
-        var serverProcess: Process?
+        var serverProcess: ServerProcess?
         var inProcessServer: RunningDemoServer?
         if arguments.contains("--in-process") {
             inProcessServer = try await DemoServer.start(logLevel: .error)
             base = inProcessServer!.baseURL
         } else {
-            let process = Process()
-            process.executableURL = executable
-            process.arguments = ["--serve"]
             var environment = ProcessInfo.processInfo.environment
             environment["LD_PRELOAD"] = nil
-            process.environment = environment
-            let serverOutput = Pipe()
-            process.standardOutput = serverOutput
-            try process.run()
-            var line = Data()
-            while !line.contains(UInt8(ascii: "\n")) {
-                let chunk = serverOutput.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { print("the server process ended before it said where it listens"); exit(1) }
-                line.append(chunk)
-            }
-            base = URL(string: String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))!
+            let process = try ServerProcess(environment: environment)
+            base = process.baseURL
             serverProcess = process
         }
         let userURL = base.appendingPathComponent("api/users/2")
@@ -302,8 +290,7 @@ enum CatenaAllocations {
         if loops != nil { try await loopGroup.shutdownGracefully() }
         session.invalidateAndCancel()
         gatheringSession.session.invalidateAndCancel()
-        serverProcess?.terminate()
-        serverProcess?.waitUntilExit()
+        serverProcess?.stop()
         await inProcessServer?.stop()
     }
 }

@@ -1,7 +1,8 @@
 // Catena's benchmark: each workload through the raw transport and through Catena over
-// that transport, side by side in one run, against the demo server in this process.
+// that transport, side by side in one run, against the demo server in this process
+// (with `--server-process`, in a process of its own: CPU time is then the client's).
 //
-//   swift run -c release --enable-all-traits CatenaBenchmarks [--requests 2000] [--rounds 5]
+//   swift run -c release --enable-all-traits CatenaBenchmarks [--requests 2000] [--rounds 5] [--server-process]
 //
 // Throughput on this 2-core machine drifts by a third within one run (client and
 // server share the cores), more than the effects measured here. So:
@@ -9,7 +10,7 @@
 //   conditions; throughput is 1 / mean latency;
 // - 64 in flight: every round runs all variants back to back in rotating order, and
 //   the ratios are medians of per-round ratios; CPU time per request (process-wide,
-//   server included) is reported too, as it depends less on scheduling luck.
+//   an in-process server included) is reported too, as it depends less on scheduling luck.
 // Prints a Markdown table for BENCHMARKS.md.
 
 import AsyncHTTPClient
@@ -39,10 +40,17 @@ struct Settings {
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
     var soakRow: Int?
+    /// The demo server in a process of its own (`--server-process`): CPU per request is
+    /// then the client's alone, and the client's event loops serve no server.
+    var serverProcess = false
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
+            if argument == "--server-process" {
+                serverProcess = true
+                continue
+            }
             let text = iterator.next()
             let value = text.flatMap(Int.init)
             switch (argument, value) {
@@ -55,7 +63,7 @@ struct Settings {
                 sections = [text!]
             default:
                 print(
-                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--only http|https|operations|cache|soak|stream|observability|openapi|hostile]"
+                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--server-process] [--only http|https|operations|cache|soak|stream|observability|openapi|hostile]"
                 )
                 exit(2)
             }
@@ -163,9 +171,24 @@ func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(de
 @main
 enum Benchmarks {
     static func main() async throws {
+        if CommandLine.arguments.contains("--serve") {
+            // The child `--server-process` starts.
+            let server = try await DemoServer.start(logLevel: .error)
+            print(server.baseURL.absoluteString)
+            fflush(nil)
+            while true { try await Task.sleep(for: .seconds(3600)) }
+        }
         let settings = Settings(arguments: CommandLine.arguments)
-        let server = try await DemoServer.start(logLevel: .error)
-        let base = server.baseURL
+        let server: RunningDemoServer?
+        let serverProcess: ServerProcess?
+        let base: URL
+        if settings.serverProcess {
+            let process = try ServerProcess()
+            (server, serverProcess, base) = (nil, process, process.baseURL)
+        } else {
+            let running = try await DemoServer.start(logLevel: .error)
+            (server, serverProcess, base) = (running, nil, running.baseURL)
+        }
         let userURL = base.appendingPathComponent("api/users/2")
         let environment = ServerEnvironment(baseURL: base)!
         let request = try UserEndpoint(id: 2).makeRequest()
@@ -276,7 +299,8 @@ enum Benchmarks {
         ]
 
         print("Catena benchmark: \(settings.requests) requests per round and variant, \(settings.rounds) paired rounds")
-        print("server: demo server in this process at \(base.absoluteString)")
+        let place = settings.serverProcess ? "in a process of its own (CPU figures are the client's alone)" : "in this process"
+        print("server: demo server \(place) at \(base.absoluteString)")
         print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
         print("date: \(Date().formatted(.iso8601))")
         print()
@@ -309,7 +333,8 @@ enum Benchmarks {
         guard settings.sections.contains("http") else {
             try await rawClient.shutdown()
             rawSession.invalidateAndCancel()
-            await server.stop()
+            await server?.stop()
+            serverProcess?.stop()
             return
         }
         try await compare(groups, settings: settings)
@@ -319,7 +344,8 @@ enum Benchmarks {
         try await rawClient.shutdown()
         rawSession.invalidateAndCancel()
         gatheringSession.session.invalidateAndCancel()
-        await server.stop()
+        await server?.stop()
+        serverProcess?.stop()
     }
 }
 

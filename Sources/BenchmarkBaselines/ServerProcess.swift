@@ -8,6 +8,7 @@ public struct ServerProcess {
     /// Where the server listens.
     public let baseURL: URL
     private let process: Process
+    private let lifeline: Pipe
 
     /// Starts this program again with `--serve` and waits for the line that says where
     /// it listens. `environment` replaces this process's (to drop `LD_PRELOAD`, say).
@@ -18,6 +19,10 @@ public struct ServerProcess {
         process.environment = environment
         let output = Pipe()
         process.standardOutput = output
+        // Held open for as long as this process lives: the child ends at its end of file
+        // (`endWithParent()`), so a benchmark that crashes leaves no server behind.
+        let lifeline = Pipe()
+        process.standardInput = lifeline
         try process.run()
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
@@ -32,6 +37,16 @@ public struct ServerProcess {
         }
         self.baseURL = url
         self.process = process
+        self.lifeline = lifeline
+    }
+
+    /// In the child: ends this process once the parent's end of its standard input
+    /// closes, which happens when the parent ends, however it ends.
+    public static func endWithParent() {
+        Thread.detachNewThread {
+            while !FileHandle.standardInput.availableData.isEmpty {}
+            exit(0)
+        }
     }
 
     /// Stops the server and waits for its process to end.

@@ -73,6 +73,7 @@ enum CatenaAllocations {
             let server = try await DemoServer.start(logLevel: .error)
             print(server.baseURL.absoluteString)
             fflush(nil)
+            ServerProcess.endWithParent()
             while true { try await Task.sleep(for: .seconds(3600)) }
         }
         let calls = arguments.firstIndex(of: "--calls").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } ?? 2000

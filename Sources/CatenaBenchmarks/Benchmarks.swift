@@ -176,6 +176,7 @@ enum Benchmarks {
             let server = try await DemoServer.start(logLevel: .error)
             print(server.baseURL.absoluteString)
             fflush(nil)
+            ServerProcess.endWithParent()
             while true { try await Task.sleep(for: .seconds(3600)) }
         }
         let settings = Settings(arguments: CommandLine.arguments)

@@ -117,7 +117,7 @@ struct RetryingOperationTests {
         #expect(Set(waits).count > 1, "jitter varies the wait")
     }
 
-    @Test("cancelling during the wait starts no other attempt")
+    @Test("cancelling during the wait starts no other attempt", .timeLimit(.minutes(1)))
     func cancelDuringWait() async {
         let made = Recorder<ResultOperation<String>>()
         let operation = RetryingOperation(
@@ -133,6 +133,24 @@ struct RetryingOperationTests {
         let result = await operation.result()
         #expect((result.failure as? OperationError)?.code == .cancelled)
         #expect(made.all.count == 1)
+    }
+
+    @Test("cancelling during the wait lets go of the operation at once, not when the wait would have ended")
+    func cancelReleasesWait() async {
+        weak var released: RetryingOperation<String>?
+        do {
+            let operation = RetryingOperation(
+                strategy: .backoff(maxAttempts: 5, delay: .constant(.seconds(3_600))),
+                makeAttempt: Self.attempts(failing: 5, made: Recorder())
+            )
+            released = operation
+            operation.enqueue(on: OperationQueue())
+            #expect(await eventually { operation.attempts == 1 })
+            operation.cancel()
+            #expect((await operation.result().failure as? OperationError)?.code == .cancelled)
+        }
+        // An hour-long wait that still held the operation would keep it alive.
+        #expect(await eventually { released == nil }, "the cancelled wait still holds the operation")
     }
 
     @Test("cancelling cancels the attempt in flight")

@@ -90,9 +90,25 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
     private let makeAttempt: @Sendable (_ attempt: Int) -> ResultOperation<Output>
     private let progressState = Locked(Attempts())
 
-    private struct Attempts {
+    // @unchecked Sendable: the wait's timer is touched only under the lock, or cancelled
+    // once taken out of it, which dispatch sources allow from any thread.
+    /// What cancelling does, decided under the lock.
+    private enum CancelStep {
+        case cancel(ResultOperation<Output>)
+        case endWait((any DispatchSourceTimer)?)
+        case leaveToAttempt
+    }
+
+    private struct Attempts: @unchecked Sendable {
         var made = 0
+        /// The attempt in flight.
         var current: ResultOperation<Output>?
+        /// The wait before the next attempt, while it lasts.
+        var wait: (any DispatchSourceTimer)?
+        /// True while `makeAttempt` makes the next attempt, outside the lock.
+        var making = false
+        /// Cancelled: no attempt starts from now on.
+        var stopped = false
     }
 
     /// A retrying operation; `makeAttempt` is given the attempt's number, from 1, and
@@ -111,24 +127,47 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
     }
 
     public override func cancelled() {
-        if let current = progressState.withLock({ $0.current }) {
+        let next = progressState.withLock { state -> CancelStep in
+            state.stopped = true
+            if let current = state.current { return .cancel(current) }
+            // An attempt being made is never started: `attempt()` finishes instead.
+            if state.making { return .leaveToAttempt }
+            defer { state.wait = nil }
+            return .endWait(state.wait)
+        }
+        switch next {
+        case .cancel(let current):
             current.cancel()
-        } else if isExecuting {
-            // Waiting before the next attempt: nothing to cancel but the wait.
-            finish()
+        case .endWait(let wait):
+            // Cancelling the timer lets go of its handler, and with it this operation.
+            wait?.cancel()
+            // Not yet started: the queue's start finishes it (`execute()` finds it stopped).
+            if isExecuting { finish() }
+        case .leaveToAttempt:
+            break
         }
     }
 
     private func attempt() {
-        guard !isCancelled else { return finish() }
-        let operation = makeAttempt(progressState.withLock { $0.made } + 1)
-        progressState.withLock {
-            $0.made += 1
-            $0.current = operation
+        let number = progressState.withLock { state -> Int? in
+            state.wait?.cancel()
+            state.wait = nil
+            guard !state.stopped, !isCancelled else { return nil }
+            state.making = true
+            return state.made + 1
         }
+        guard let number else { return finish() }
+        let operation = makeAttempt(number)
+        let started = progressState.withLock { state -> Bool in
+            state.making = false
+            guard !state.stopped else { return false }
+            state.made = number
+            state.current = operation
+            return true
+        }
+        // Cancelled while the attempt was being made: it is never started.
+        guard started else { return finish() }
         operation.addResultBlock { [self] result in attemptFinished(result) }
-        // Cancelled between the check above and now: the attempt sees it.
-        if isCancelled { operation.cancel() }
         operation.start()
     }
 
@@ -142,7 +181,20 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
         }
         let wait = strategy.delay(made)
         let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
-        // Always a hop: an attempt that fails at once must not recurse.
-        DispatchQueue.global().asyncAfter(deadline: .now() + max(seconds, 0)) { [self] in attempt() }
+        // Always a hop: an attempt that fails at once must not recurse. A timer, not
+        // `asyncAfter`: cancelling the operation cancels it, and lets go of the operation
+        // at once rather than when the wait would have ended.
+        // Made and started under the lock: a timer never started must not be released.
+        let armed = progressState.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            let timer = DispatchSource.makeTimerSource(queue: .global())
+            timer.schedule(deadline: .now() + max(seconds, 0))
+            timer.setEventHandler { [self] in attempt() }
+            state.wait = timer
+            timer.resume()
+            return true
+        }
+        // Cancelled since the attempt ended, and `cancelled()` found no wait to end.
+        if !armed { finish() }
     }
 }

@@ -1,6 +1,7 @@
 // Catena's benchmark: each workload through the raw transport and through Catena over
 // that transport, side by side in one run, against the demo server in this process
-// (with `--server-process`, in a process of its own: CPU time is then the client's).
+// (with `--server-process --only http`, in a process of its own: CPU time is then the
+// client's).
 //
 //   swift run -c release --enable-all-traits CatenaBenchmarks [--requests 2000] [--rounds 5] [--server-process]
 //
@@ -40,8 +41,10 @@ struct Settings {
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
     var soakRow: Int?
-    /// The demo server in a process of its own (`--server-process`): CPU per request is
-    /// then the client's alone, and the client's event loops serve no server.
+    /// The demo server in a process of its own (`--server-process`, with `--only http`):
+    /// CPU per request is then the client's alone, and the client's event loops serve no
+    /// server. (The fan-out at the end still starts its photo server in this process; it
+    /// reports wall time only.)
     var serverProcess = false
 
     init(arguments: [String]) {
@@ -180,6 +183,12 @@ enum Benchmarks {
             while true { try await Task.sleep(for: .seconds(3600)) }
         }
         let settings = Settings(arguments: CommandLine.arguments)
+        guard !settings.serverProcess || settings.sections == ["http"] else {
+            // The other sections' tables say the server's CPU is in theirs, and some start
+            // servers of their own in this process.
+            print("--server-process goes with --only http")
+            exit(2)
+        }
         let server: RunningDemoServer?
         let serverProcess: ServerProcess?
         let base: URL

@@ -33,6 +33,7 @@ public struct ServerProcess {
         let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let url = URL(string: text) else {
             process.terminate()
+            process.waitUntilExit()
             throw ServerProcessError(detail: "the server process said \(text.debugDescription), not a URL")
         }
         self.baseURL = url

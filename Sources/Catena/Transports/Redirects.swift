@@ -113,15 +113,18 @@ public enum Redirects {
     private static func advance<Answer>(
         _ hop: inout APIRequest, after answer: Answer, followed: inout Int, head: (Answer) -> APIResponse, discard: (Answer) -> Void
     ) throws(CatenaError) -> Bool {
+        let response = head(answer)
+        // Most answers are not 3xx: there is nothing to follow, and nothing to check of an
+        // unfollowed redirect (`ContentCoding.checkUnfollowed` looks at 3xx only).
+        guard (300...399).contains(response.status.code) else { return false }
         let policy = hop[option: RedirectPolicy.self]
         let limit: Int
         switch policy {
         case .never:
-            try checkUnfollowed(answer, head: head, discard: discard, request: hop)
+            try checkUnfollowed(answer, response, discard: discard, request: hop)
             return false
         case .follow(let max), .sameOrigin(let max): limit = Swift.max(0, max)
         }
-        let response = head(answer)
         let next: APIRequest?
         do {
             next = try nextRequest(after: response, from: hop)
@@ -132,7 +135,7 @@ public enum Redirects {
         var leavesOrigin = false
         if case .sameOrigin = policy, let next, !hop.hasSameOrigin(as: next) { leavesOrigin = true }
         guard let next, !leavesOrigin else {
-            try checkUnfollowed(answer, head: head, discard: discard, request: hop)
+            try checkUnfollowed(answer, response, discard: discard, request: hop)
             return false
         }
         discard(answer)
@@ -148,10 +151,10 @@ public enum Redirects {
     /// the transport did not decode fails (transports check every other status at the
     /// head, and a redirect's only once it is known not to be followed).
     private static func checkUnfollowed<Answer>(
-        _ answer: Answer, head: (Answer) -> APIResponse, discard: (Answer) -> Void, request: APIRequest
+        _ answer: Answer, _ response: APIResponse, discard: (Answer) -> Void, request: APIRequest
     ) throws(CatenaError) {
         do throws(CatenaError) {
-            try ContentCoding.checkUnfollowed(head(answer), request: request)
+            try ContentCoding.checkUnfollowed(response, request: request)
         } catch {
             discard(answer)
             throw error

@@ -326,6 +326,9 @@ public struct APIRequest: Sendable {
                 put(UInt8(ascii: "?"))
                 put(queryText)
             }
+            // `buffer`'s subscript is checked in debug builds only: the length above must
+            // count exactly what is written here.
+            assert(end == length, "assembleURL wrote \(end) bytes into \(length)")
             return end
         }
     }

@@ -90,8 +90,6 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
     private let makeAttempt: @Sendable (_ attempt: Int) -> ResultOperation<Output>
     private let progressState = Locked(Attempts())
 
-    // @unchecked Sendable: the wait's timer is touched only under the lock, or cancelled
-    // once taken out of it, which dispatch sources allow from any thread.
     /// What cancelling does, decided under the lock.
     private enum CancelStep {
         case cancel(ResultOperation<Output>)
@@ -99,6 +97,8 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
         case leaveToAttempt
     }
 
+    // @unchecked Sendable: the wait's timer is touched only under the lock, or cancelled
+    // once taken out of it, which dispatch sources allow from any thread.
     private struct Attempts: @unchecked Sendable {
         var made = 0
         /// The attempt in flight.

@@ -41,9 +41,22 @@ public struct ServerProcess {
         self.lifeline = lifeline
     }
 
+    /// In the child (`--serve`): starts the server with `start`, prints the base URL
+    /// `url` gives for it on one line, and serves until the parent ends.
+    public static func serve<Server>(_ start: @Sendable () async throws -> Server, url: @Sendable (Server) -> URL) async throws -> Never {
+        let server = try await start()
+        print(url(server).absoluteString)
+        fflush(nil)
+        endWithParent()
+        while true {
+            try await Task.sleep(for: .seconds(3600))
+            withExtendedLifetime(server) {}
+        }
+    }
+
     /// In the child: ends this process once the parent's end of its standard input
     /// closes, which happens when the parent ends, however it ends.
-    public static func endWithParent() {
+    static func endWithParent() {
         Thread.detachNewThread {
             while !FileHandle.standardInput.availableData.isEmpty {}
             exit(0)

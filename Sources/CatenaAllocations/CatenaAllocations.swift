@@ -70,11 +70,7 @@ enum CatenaAllocations {
     static func main() async throws {
         let arguments = CommandLine.arguments
         if arguments.contains("--serve") {
-            let server = try await DemoServer.start(logLevel: .error)
-            print(server.baseURL.absoluteString)
-            fflush(nil)
-            ServerProcess.endWithParent()
-            while true { try await Task.sleep(for: .seconds(3600)) }
+            try await ServerProcess.serve({ try await DemoServer.start(logLevel: .error) }, url: \.baseURL)
         }
         let calls = arguments.firstIndex(of: "--calls").flatMap { arguments.indices.contains($0 + 1) ? Int(arguments[$0 + 1]) : nil } ?? 2000
         // `--in-flight N`: N calls at a time instead of one after another.

@@ -1,6 +1,6 @@
 // Catena's benchmark: each workload through the raw transport and through Catena over
 // that transport, side by side in one run, against the demo server in this process
-// (with `--server-process --only http`, in a process of its own: CPU time is then the
+// (with `--server-process --only http|stream`, in a process of its own: CPU time is then the
 // client's).
 //
 //   swift run -c release --enable-all-traits CatenaBenchmarks [--requests 2000] [--rounds 5] [--server-process]
@@ -41,7 +41,7 @@ struct Settings {
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
     var soakRow: Int?
-    /// The demo server in a process of its own (`--server-process`, with `--only http`):
+    /// The demo server in a process of its own (`--server-process`, with `--only http` or `stream`):
     /// CPU per request is then the client's alone, and the client's event loops serve no
     /// server. (The fan-out at the end still starts its photo server in this process; it
     /// reports wall time only.)
@@ -176,17 +176,13 @@ enum Benchmarks {
     static func main() async throws {
         if CommandLine.arguments.contains("--serve") {
             // The child `--server-process` starts.
-            let server = try await DemoServer.start(logLevel: .error)
-            print(server.baseURL.absoluteString)
-            fflush(nil)
-            ServerProcess.endWithParent()
-            while true { try await Task.sleep(for: .seconds(3600)) }
+            try await ServerProcess.serve({ try await DemoServer.start(logLevel: .error) }, url: \.baseURL)
         }
         let settings = Settings(arguments: CommandLine.arguments)
-        guard !settings.serverProcess || settings.sections == ["http"] else {
+        guard !settings.serverProcess || settings.sections == ["http"] || settings.sections == ["stream"] else {
             // The other sections' tables say the server's CPU is in theirs, and some start
             // servers of their own in this process.
-            print("--server-process goes with --only http")
+            print("--server-process goes with --only http or --only stream")
             exit(2)
         }
         let server: RunningDemoServer?
@@ -323,7 +319,7 @@ enum Benchmarks {
         if settings.sections.contains("stream") {
             // At least five rounds, as issue 23's goals are medians over five or more: a
             // 1 GiB round's ratio swings by half on this machine.
-            try await streamBenchmark(base: base, rounds: max(5, settings.rounds / 3))
+            try await streamBenchmark(base: base, rounds: max(5, settings.rounds / 3), serverInProcess: !settings.serverProcess)
         }
         if settings.sections.contains("soak") {
             try await soakBenchmark(base: base, requests: settings.soakRequests, row: settings.soakRow)

@@ -23,8 +23,10 @@ func peakResident<T: Sendable>(_ body: () async throws -> T) async rethrows -> (
 
 /// Streaming through the chain against raw AsyncHTTPClient reading the same body:
 /// 1 GiB of bytes, and server-sent events decoded with the same parser. Then 1,000
-/// event streams held open at once through one chain.
-func streamBenchmark(base: URL, rounds: Int) async throws {
+/// event streams held open at once through one chain. `serverInProcess` says whether
+/// the process's CPU time and memory include the server's.
+func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool) async throws {
+    let whose = serverInProcess ? "process, server included" : "client alone"
     let environment = ServerEnvironment(baseURL: base)!
     let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
     let chain =
@@ -56,8 +58,8 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
     }
     print()
     print(
-        "| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | CPU s per GiB (process), median "
-            + "| peak resident MB (process, server included) | Catena / raw |")
+        "| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | CPU s per GiB (\(whose)), median "
+            + "| peak resident MB (\(whose)) | Catena / raw |")
     print("|---|---:|---:|---:|---:|")
     print(
         "| raw `HTTPClient.execute`, body read chunk by chunk | \(format(median(bytes.raw) / 1e6, 0)) "
@@ -94,7 +96,9 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
         return (Double(events), 0)
     }
     print()
-    print("| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median | CPU µs per event, median | Catena / raw |")
+    print(
+        "| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median "
+            + "| CPU µs per event (\(whose)), median | Catena / raw |")
     print("|---|---:|---:|---:|")
     print(
         "| raw `HTTPClient.execute` + Catena's event parser on each chunk (as Data, not copied) | \(format(median(rates.raw), 0)) | \(format(median(rates.rawCPU) * 1e6, 2)) | |"
@@ -104,7 +108,7 @@ func streamBenchmark(base: URL, rounds: Int) async throws {
             + "| \(rates.ratioCell); CPU \(rates.cpuRatioCell) |")
 
     try await client.shutdown()
-    try await manyStreams(base: base)
+    try await manyStreams(base: base, whose: serverInProcess ? "client and in-process server" : "client alone")
 }
 
 /// Per-second rates of raw and Catena runs, taken in alternating order round by round
@@ -157,7 +161,7 @@ func alternating(
 
 /// 1,000 event streams open at once through one chain, each sending its first event
 /// after 3 s and its second 3 s later: resident memory per open, idle stream.
-func manyStreams(base: URL) async throws {
+func manyStreams(base: URL, whose: String) async throws {
     let streams = 1_000
     var configuration = AsyncHTTPClientTransport.defaultConfiguration
     configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = streams
@@ -197,5 +201,5 @@ func manyStreams(base: URL) async throws {
     print("|---|---:|")
     print("| streams open before the first event | \(open) |")
     print("| events delivered (2 per stream) | \(delivered) of \(streams * 2) |")
-    print("| resident memory per open idle stream (client and in-process server) | **\(format(Double(idle - before) / Double(streams) / 1024, 1)) KB** |")
+    print("| resident memory per open idle stream (\(whose)) | **\(format(Double(idle - before) / Double(streams) / 1024, 1)) KB** |")
 }

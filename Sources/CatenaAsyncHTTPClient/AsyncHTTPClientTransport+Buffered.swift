@@ -171,7 +171,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private func response(_ gathered: Response) -> APIResponse {
         request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
         var response = APIResponse(
-            status: HTTPResponse.Status(code: Int(gathered.head.status.code), reasonPhrase: gathered.head.status.reasonPhrase),
+            status: AsyncHTTPClientTransport.status(of: gathered.head.status),
             headerFields: AsyncHTTPClientTransport.fields(of: gathered.head.headers),
             body: Data(buffer: gathered.body, byteTransferStrategy: .automatic),
             request: request)

@@ -172,7 +172,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         let head = try outcome.get()
         request.report(.responseHead(status: Int(head.head.status.code), after: head.headArrived - started))
         var streamed = StreamedResponse(
-            status: HTTPResponse.Status(code: Int(head.head.status.code), reasonPhrase: head.head.status.reasonPhrase),
+            status: AsyncHTTPClientTransport.status(of: head.head.status),
             headerFields: AsyncHTTPClientTransport.fields(of: head.head.headers), body: ResponseBody(channel: head.channel), request: request)
         streamed.timing = ResponseTiming(started: started, headArrived: head.headArrived)
         return streamed

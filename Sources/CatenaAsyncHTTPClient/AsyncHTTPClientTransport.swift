@@ -318,7 +318,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         producer.withLock { $0 = task }
         if channel.hasEnded { task.cancel() }
         var streamed = StreamedResponse(
-            status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+            status: Self.status(of: response.status),
             headerFields: Self.fields(of: response.headers), body: ResponseBody(channel: channel), request: request)
         streamed.timing = timing
         return streamed
@@ -360,6 +360,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             decodesCompression && ($0 == ["gzip"] || $0 == ["deflate"])
         }
         return length.flatMap { Int($0) }
+    }
+
+    /// A status as HTTPTypes spells it (NIO's parser allows three digits only).
+    static func status(of status: HTTPResponseStatus) -> HTTPResponse.Status {
+        HTTPResponse.Status(code: Int(status.code), reasonPhrase: status.reasonPhrase)
     }
 
     static func fields(of headers: HTTPHeaders) -> HTTPFields {
@@ -405,7 +410,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 buffer = try await withinDeadline(deadline) { try await body.collect(upTo: limit) }
             }
             var complete = APIResponse(
-                status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+                status: Self.status(of: response.status),
                 headerFields: Self.fields(of: response.headers),
                 body: Data(buffer: buffer, byteTransferStrategy: .automatic),
                 request: request)

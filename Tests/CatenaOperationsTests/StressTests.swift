@@ -72,7 +72,9 @@ struct OperationStressTests {
         }
         #expect(completions.count == chains, "every chain completes")
         #expect(doubleCompletions.count == 0)
-        let freed = await eventually(seconds: 10) { tracker.alive == 0 }
+        // The bound only limits how long a failure takes to show: on two cores under
+        // ThreadSanitizer the last releases can wait behind the pool's backlog.
+        let freed = await eventually(seconds: 60) { tracker.alive == 0 }
         #expect(freed, "\(tracker.alive) of \(tracker.count) operations still alive")
     }
 }

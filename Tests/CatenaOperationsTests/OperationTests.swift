@@ -87,6 +87,29 @@ struct OperationBaseTests {
         #expect(early.count == 1 && late.count == 1 && onCancel.count == 1)
     }
 
+    @Test("a task waiting in result() or value(on:) goes on only after the result blocks ran")
+    func waitersAfterResultBlocks() async throws {
+        let queue = OperationQueue()
+        for _ in 0..<10 {
+            // Each block takes 5 ms on the finishing thread: a waiter resumed before the
+            // blocks (as one was, by the finish hooks) reads its count in microseconds.
+            let waited = Produce(.success(3), later: true)
+            let valued = Produce(.success(4), later: true)
+            let ran = Counter()
+            for operation in [waited, valued] {
+                operation.addResultBlock { _ in
+                    Thread.sleep(forTimeInterval: 0.005)
+                    ran.increment()
+                }
+            }
+            queue.addOperation(waited)
+            _ = await waited.result()
+            #expect(ran.count == 1, "result() went on before the result block ran")
+            #expect(try await valued.value(on: queue) == 4)
+            #expect(ran.count == 2, "value(on:) went on before the result block ran")
+        }
+    }
+
     @Test("the delegate hears did-complete or did-fail, once, and is held weakly")
     func delegateCallbacks() async {
         let delegate = RecordingDelegate()

@@ -42,6 +42,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         var started: ContinuousClock.Instant?
         var executionTime: Duration?
         var finishHooks: [@Sendable () -> Void] = []
+        /// Set once the finish hooks were taken to run: a hook added later runs at once.
+        var hooksTaken = false
         /// The chain this operation is a step of, told when `start()` begins and
         /// returns, and when the operation finished.
         var chain: ChainMembership?
@@ -116,7 +118,7 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
     open func cancelled() {}
 
     /// Claims the finish; if this call wins, runs `prepare` (which sets the result),
-    /// flips the state, signals the queue, then runs the finish hooks.
+    /// flips the state, signals the queue, runs `didFinish()`, then the finish hooks.
     func finishOnce(_ prepare: () -> Void) {
         let (won, wasExecuting) = withState { state -> (Bool, Bool) in
             guard !state.finishClaimed else { return (false, false) }
@@ -130,20 +132,28 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         if let chain = withState({ $0.chain }) { chain.runner.finished(chain.index) }
         willChangeValue(forKey: "isFinished")
         if wasExecuting { willChangeValue(forKey: "isExecuting") }
-        let hooks = withState { state -> [@Sendable () -> Void] in
+        withState { state in
             state.phase = .finished
             if let started = state.started { state.executionTime = ContinuousClock.now - started }
-            defer {
-                state.finishHooks = []
-                state.chain = nil
-            }
-            return state.finishHooks
+            state.chain = nil
         }
         // Flag first, then the signal: Linux's queue reads `isFinished` on this call.
         if wasExecuting { didChangeValue(forKey: "isExecuting") }
         didChangeValue(forKey: "isFinished")
+        didFinish()
+        let hooks = withState { state -> [@Sendable () -> Void] in
+            state.hooksTaken = true
+            defer { state.finishHooks = [] }
+            return state.finishHooks
+        }
         for hook in hooks { hook() }
     }
+
+    /// Runs once, on the finishing thread, after the operation flipped to finished and
+    /// before the finish hooks: a ``ResultOperation`` delivers its result to its result
+    /// blocks and delegate here, so that a task waiting in `result()` or `value(on:)`
+    /// (resumed by a hook) goes on only after they ran.
+    func didFinish() {}
 
     /// Runs before the operation flips to finished, on the finishing thread, once.
     /// Subclasses in this module fill in a missing result here.
@@ -166,10 +176,11 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         cancel()
     }
 
-    /// Runs `hook` once after the operation finished (at once if it already has).
+    /// Runs `hook` once after the operation finished and `didFinish()` ran (at once if
+    /// they have).
     func onFinish(_ hook: @escaping @Sendable () -> Void) {
         let runNow = withState { state -> Bool in
-            guard state.phase != .finished else { return true }
+            guard !state.hooksTaken else { return true }
             state.finishHooks.append(hook)
             return false
         }

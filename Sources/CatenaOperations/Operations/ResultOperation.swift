@@ -66,8 +66,9 @@ public struct OperationError: Error, Sendable, Equatable, CustomStringConvertibl
 /// ``finish(withResult:)``, ``finish(withError:)`` or ``finish(with:)``.
 ///
 /// Result blocks and the delegate are called exactly once, after the operation finished,
-/// on the finishing thread. An operation cancelled before it produced a result fails
-/// with ``OperationError/Code/cancelled`` (or with the upstream error that cancelled it).
+/// on the finishing thread, and before a task waiting in `result()` or `value(on:)` goes
+/// on. An operation cancelled before it produced a result fails with
+/// ``OperationError/Code/cancelled`` (or with the upstream error that cancelled it).
 open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResult, @unchecked Sendable {
     // @unchecked Sendable: the mutable stored properties below are only touched with
     // the operation's `lock` held. (Plain stored properties, not a locked struct: from
@@ -159,13 +160,7 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
     /// A failure handed in from upstream; consumers override.
     var upstreamFailure: (any Error)? { nil }
 
-    override func finishOnce(_ prepare: () -> Void) {
-        var finishedNow = false
-        super.finishOnce {
-            prepare()
-            finishedNow = true
-        }
-        guard finishedNow else { return }
+    override func didFinish() {
         let (blocks, delegate) = lock.withLock {
             delivered = true
             defer { resultBlocks = [] }

@@ -362,9 +362,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         return length.flatMap { Int($0) }
     }
 
-    /// A status as HTTPTypes spells it (NIO's parser allows three digits only).
+    /// A status as HTTPTypes spells it, for a head `checkHead` passed: HTTPTypes traps on a
+    /// code above 999, which NIO's HTTP/1 parser never yields (three digits) but its
+    /// HTTP/2 codec does (`:status` is not range-checked there).
     static func status(of status: HTTPResponseStatus) -> HTTPResponse.Status {
-        HTTPResponse.Status(code: Int(status.code), reasonPhrase: status.reasonPhrase)
+        assert((100...999).contains(status.code), "checkHead lets no status outside 100...999 through")
+        return HTTPResponse.Status(code: Int(status.code), reasonPhrase: status.reasonPhrase)
     }
 
     static func fields(of headers: HTTPHeaders) -> HTTPFields {

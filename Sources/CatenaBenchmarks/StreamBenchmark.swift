@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOFoundationCompat
+import NIOPosix
 
 /// The highest resident memory seen while `body` runs, sampled every 20 ms.
 func peakResident<T: Sendable>(_ body: () async throws -> T) async rethrows -> (T, Int) {
@@ -24,11 +25,15 @@ func peakResident<T: Sendable>(_ body: () async throws -> T) async rethrows -> (
 /// Streaming through the chain against raw AsyncHTTPClient reading the same body:
 /// 1 GiB of bytes, and server-sent events decoded with the same parser. Then 1,000
 /// event streams held open at once through one chain. `serverInProcess` says whether
-/// the process's CPU time and memory include the server's.
-func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool) async throws {
+/// the process's CPU time and memory include the server's; `loops`, when given, is the
+/// number of event loops of a group of the client's own for the 1 GiB and event rows
+/// (with one, a call's delegate always runs on its connection's loop).
+func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool, loops: Int?) async throws {
     let whose = serverInProcess ? "process, server included" : "client alone"
     let environment = ServerEnvironment(baseURL: base)!
-    let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+    let group = loops.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) }
+    let client = HTTPClient(eventLoopGroup: group ?? .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+    let clientLoops = loops.map { ", client on \($0) event loop\($0 == 1 ? "" : "s")" } ?? ""
     let chain =
         ApplyEnvironment(environment) --> LogMiddleware(logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }) --> Throttle(maxInFlight: 64)
         --> AsyncHTTPClientTransport(client: client, decodesCompression: true)
@@ -58,7 +63,7 @@ func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool) async throws
     }
     print()
     print(
-        "| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds) | MB/s, median | CPU s per GiB (\(whose)), median "
+        "| 1 GiB streamed (AsyncHTTPClient, \(rounds) alternating rounds\(clientLoops)) | MB/s, median | CPU s per GiB (\(whose)), median "
             + "| peak resident MB (\(whose)) | Catena / raw |")
     print("|---|---:|---:|---:|---:|")
     print(
@@ -97,7 +102,7 @@ func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool) async throws
     }
     print()
     print(
-        "| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds) | events/s, median "
+        "| \(events) server-sent events (AsyncHTTPClient, \(rounds) alternating rounds\(clientLoops)) | events/s, median "
             + "| CPU µs per event (\(whose)), median | Catena / raw |")
     print("|---|---:|---:|---:|")
     print(
@@ -108,6 +113,7 @@ func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool) async throws
             + "| \(rates.ratioCell); CPU \(rates.cpuRatioCell) |")
 
     try await client.shutdown()
+    try await group?.shutdownGracefully()
     try await manyStreams(base: base, whose: serverInProcess ? "client and in-process server" : "client alone")
 }
 
@@ -116,7 +122,7 @@ func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool) async throws
 struct AlternatingRates {
     var raw: [Double] = [], catena: [Double] = [], ratios: [Double] = []
     var rawPeak = 0, catenaPeak = 0
-    /// Process CPU seconds per unit moved (client and in-process server), each run's.
+    /// Process CPU seconds per unit moved (an in-process server's included), each run's.
     var rawCPU: [Double] = [], catenaCPU: [Double] = []
 
     /// Catena's median CPU per unit over raw's: a figure the machine's noise moves less

@@ -91,14 +91,14 @@ struct OperationBaseTests {
     func waitersAfterResultBlocks() async throws {
         let queue = OperationQueue()
         for _ in 0..<10 {
-            // Each block takes 5 ms on the finishing thread: a waiter resumed before the
-            // blocks (as one was, by the finish hooks) reads its count in microseconds.
+            // Each block takes 20 ms on the finishing thread: a waiter resumed before the
+            // blocks (as one was, by the finish hooks) reads its count well within that.
             let waited = Produce(.success(3), later: true)
             let valued = Produce(.success(4), later: true)
             let ran = Counter()
             for operation in [waited, valued] {
                 operation.addResultBlock { _ in
-                    Thread.sleep(forTimeInterval: 0.005)
+                    Thread.sleep(forTimeInterval: 0.02)
                     ran.increment()
                 }
             }

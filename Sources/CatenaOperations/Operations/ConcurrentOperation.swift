@@ -176,8 +176,8 @@ open class ConcurrentOperation: Operation, @unchecked Sendable {
         cancel()
     }
 
-    /// Runs `hook` once after the operation finished and `didFinish()` ran (at once if
-    /// they have).
+    /// Runs `hook` once after the operation finished and `didFinish()` ran: on the
+    /// finishing thread, or at once if the finish hooks were already taken.
     func onFinish(_ hook: @escaping @Sendable () -> Void) {
         let runNow = withState { state -> Bool in
             guard !state.hooksTaken else { return true }

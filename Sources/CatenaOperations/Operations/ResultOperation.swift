@@ -65,10 +65,13 @@ public struct OperationError: Error, Sendable, Equatable, CustomStringConvertibl
 /// A ``ConcurrentOperation`` that produces a `Result<Output, any Error>`: finish it with
 /// ``finish(withResult:)``, ``finish(withError:)`` or ``finish(with:)``.
 ///
-/// Result blocks and the delegate are called exactly once, after the operation finished,
-/// on the finishing thread, and before a task waiting in `result()` or `value(on:)` goes
-/// on. An operation cancelled before it produced a result fails with
-/// ``OperationError/Code/cancelled`` (or with the upstream error that cancelled it).
+/// Result blocks and the delegate are called exactly once, after the operation finished.
+/// Those added before the finish run on the finishing thread, before a task waiting in
+/// `result()` or `value(on:)` goes on; one added later runs at once, on the adding thread.
+/// A result block must therefore not wait for such a task, or for the operation's
+/// group or chain to finish: they go on only after it returns. An operation cancelled
+/// before it produced a result fails with ``OperationError/Code/cancelled`` (or with the
+/// upstream error that cancelled it).
 open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResult, @unchecked Sendable {
     // @unchecked Sendable: the mutable stored properties below are only touched with
     // the operation's `lock` held. (Plain stored properties, not a locked struct: from

@@ -113,7 +113,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         self.limit = request[option: MaximumResponseSize.self]
         self.timeout = timeout
         self.deadline = NIODeadline.now() + TimeAmount(timeout)
-        self.loop = transport.client.eventLoopGroup.any()
+        // Last: a delegate made is always started, and its start always ends the call.
+        self.loop = transport.startingLoop()
     }
 
     /// Starts the exchange on `loop` and resumes `continuation` once it has an outcome,
@@ -131,6 +132,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             self.outgoing = nil
             guard !cancelled, let outgoing else {
                 outcome = .failure(HTTPClientError.cancelled)
+                transport.callEnded()
                 return continuation.resume()
             }
             let task = transport.client.execute(
@@ -139,6 +141,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
             self.task = task
             task.futureResult.whenComplete { [self] result in
                 outcome = result
+                transport.callEnded()
                 continuation.resume()
             }
         }

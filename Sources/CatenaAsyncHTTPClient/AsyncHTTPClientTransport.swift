@@ -58,6 +58,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// Whether the client's group, asked for `any()` on one of its loops, answers that
     /// loop: a MultiThreadedEventLoopGroup does, a group's default `any()` is `next()`.
     let anyIsCurrentLoop: Bool
+    /// Where a buffered call starts while no other buffered call of this transport is in
+    /// flight (nil when the group's `any()` is not its current loop): see `startingLoop()`.
+    let homeLoop: (any EventLoop)?
+    /// Buffered calls between `startingLoop()` and `callEnded()`.
+    private let buffersInFlight = Atomic<Int>(0)
 
     /// Catena's default configuration: AsyncHTTPClient's defaults, redirects left to
     /// Catena, gzip and deflate decoded (at most ``decompressionRatioLimit`` times the
@@ -161,6 +166,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         self.decodesCompression = decodes
         self.gathersOnEventLoop = !traces
         self.anyIsCurrentLoop = client.eventLoopGroup is MultiThreadedEventLoopGroup || client.eventLoopGroup is any EventLoop
+        self.homeLoop = anyIsCurrentLoop ? client.eventLoopGroup.next() : nil
         self.timeout = timeout
     }
 
@@ -220,6 +226,30 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
         }
     }
+
+    /// The event loop a buffered call starts on, and its delegate runs on; counts the
+    /// call in until `callEnded()`.
+    ///
+    /// AsyncHTTPClient's delegate API runs a call's bookkeeping on that loop, and when the
+    /// pooled connection it gets lives on another, hops the answer across (an event-loop
+    /// task and a wake-up each way). Its pool leases an idle connection on the loop asked
+    /// for if it has one, and opens new ones there. So while no other call is in flight,
+    /// a call starts on the transport's home loop: one after another, calls then open
+    /// their connection there and find it there. Calls made while others are in flight
+    /// take `any()`, spread over the group, as before.
+    func startingLoop() -> any EventLoop {
+        let others = buffersInFlight.add(1, ordering: .relaxed).oldValue
+        if others == 0, let homeLoop { return homeLoop }
+        return client.eventLoopGroup.any()
+    }
+
+    /// A call `startingLoop()` counted in has its outcome.
+    func callEnded() {
+        buffersInFlight.subtract(1, ordering: .relaxed)
+    }
+
+    /// Buffered calls counted in and not yet out (for tests).
+    var buffersInFlightCount: Int { buffersInFlight.load(ordering: .relaxed) }
 
     /// How a call started on `loop` asks for its task's event loop: that loop. On one of
     /// its loops, a MultiThreadedEventLoopGroup's `any()` is that loop, so `.indifferent`

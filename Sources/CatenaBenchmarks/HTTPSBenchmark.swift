@@ -22,7 +22,10 @@ func httpsBenchmark(settings: Settings) async throws {
     var tls = TLSConfiguration.makeClientConfiguration()
     tls.additionalTrustRoots = [.certificates([try NIOSSLCertificate(bytes: Array(authority.certificateDER), format: .der)])]
     configuration.tlsConfiguration = tls
-    let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    // `--loops N`: the client on a group of its own (with one loop, a call's delegate
+    // always runs on its connection's loop).
+    let clientGroup = settings.loops.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) }
+    let rawClient = HTTPClient(eventLoopGroup: clientGroup ?? MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     let chain =
         ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet)
@@ -41,7 +44,8 @@ func httpsBenchmark(settings: Settings) async throws {
             if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
         },
     ]
-    print("HTTPS: demo server with a throwaway CA at \(base.absoluteString), HTTP/2 by ALPN")
+    let loops = settings.loops.map { ", the client on \($0) event loop\($0 == 1 ? "" : "s") of its own" } ?? ""
+    print("HTTPS: demo server with a throwaway CA at \(base.absoluteString), HTTP/2 by ALPN\(loops)")
     try await compare([group], settings: settings)
 
     // A new client per call, so every call makes its TCP connection and TLS handshake.
@@ -73,5 +77,6 @@ func httpsBenchmark(settings: Settings) async throws {
         print("| \(name) | \(format(median(sorted), 2)) | \(format(sorted[min(sorted.count - 1, sorted.count * 9 / 10)], 2)) |")
     }
     try await rawClient.shutdown()
+    try await clientGroup?.shutdownGracefully()
     await server.stop()
 }

@@ -68,6 +68,7 @@ struct LoopSubmissionTests {
             } catch {
                 #expect(error.code == .cancelled)
             }
+            #expect(transport.buffersInFlightCount == 0, "the call never sent is still counted in")
         } later: { transport, request in
             _ = try? await transport.load(request)
         }
@@ -97,6 +98,53 @@ struct LoopSubmissionTests {
         } later: { transport, request in
             _ = try? await transport.stream(request).collect()
         }
+    }
+
+    @Test("buffered calls count themselves out once however they end, and a call made alone starts on the transport's home loop")
+    func homeLoop() async throws {
+        let base = try await TestServer.running().baseURL
+        let closed = try await TestServer.closedPort()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        let transport = AsyncHTTPClientTransport(client: client)
+        func request(_ path: String, delay: String = "0") -> APIRequest {
+            APIRequest(.get, url: base.appending(path: path).appending(queryItems: [URLQueryItem(name: "delay", value: delay)]))
+        }
+        // Answers, one after another and sixteen at a time; a 404 is an answer too.
+        for _ in 0..<4 { #expect(try await transport.load(request("api/users/2")).status == .ok) }
+        try await withThrowingTaskGroup(of: Void.self) { calls in
+            for _ in 0..<16 { calls.addTask { _ = try await transport.load(request("api/users/2")) } }
+            try await calls.waitForAll()
+        }
+        #expect(try await transport.load(request("api/users/23")).status == .notFound)
+        // Failures: nothing listens, out of time, cancelled in flight, cancelled before it began.
+        let refused = await #expect(throws: CatenaError.self) {
+            try await transport.load(APIRequest(.get, url: URL(string: "http://127.0.0.1:\(closed)/")!))
+        }
+        #expect(refused?.code == .cannotConnect)
+        var slow = request("api/users/2", delay: "5")
+        slow[option: RequestTimeout.self] = .milliseconds(200)
+        let late = await #expect(throws: CatenaError.self) { try await transport.load(slow) }
+        #expect(late?.code == .timedOut)
+        let inFlight = Task { try await transport.load(request("api/users/2", delay: "5")) }
+        try await Task.sleep(for: .milliseconds(100))
+        inFlight.cancel()
+        #expect((await inFlight.result.failure as? CatenaError)?.code == .cancelled)
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await transport.load(request("api/users/2"))
+        }
+        #expect((await early.result.failure as? CatenaError)?.code == .cancelled)
+        #expect(transport.buffersInFlightCount == 0, "calls still counted in: the next would not start at home")
+        // Alone, a call starts at home; beside another, it is spread over the group.
+        let home = try #require(transport.homeLoop)
+        #expect(transport.startingLoop() === home)
+        let beside = (0..<4).map { _ in transport.startingLoop() }
+        #expect(beside.contains { $0 !== home }, "four calls beside one in flight all started at home")
+        for _ in 0..<5 { transport.callEnded() }
+        #expect(transport.buffersInFlightCount == 0)
+        try await client.shutdown()
+        try await group.shutdownGracefully()
     }
 
     @Test("concurrent calls through a group whose any() is another loop each time all succeed")

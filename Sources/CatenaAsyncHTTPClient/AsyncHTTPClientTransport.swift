@@ -166,7 +166,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         self.decodesCompression = decodes
         self.gathersOnEventLoop = !traces
         self.anyIsCurrentLoop = client.eventLoopGroup is MultiThreadedEventLoopGroup || client.eventLoopGroup is any EventLoop
-        self.homeLoop = anyIsCurrentLoop ? client.eventLoopGroup.next() : nil
+        self.homeLoop = anyIsCurrentLoop ? Self.home(of: client) : nil
         self.timeout = timeout
     }
 
@@ -237,10 +237,24 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// a call starts on the transport's home loop: one after another, calls then open
     /// their connection there and find it there. Calls made while others are in flight
     /// take `any()`, spread over the group, as before.
+    ///
+    /// This holds where Catena's calls opened the connection: where other code shares
+    /// the client and opened it on another loop, calls one after another pay the hop
+    /// each time. A caller already on one of the group's loops starts there, as before.
     func startingLoop() -> any EventLoop {
         let others = buffersInFlight.add(1, ordering: .relaxed).oldValue
-        if others == 0, let homeLoop { return homeLoop }
-        return client.eventLoopGroup.any()
+        let any = client.eventLoopGroup.any()
+        if others == 0, let homeLoop, !any.inEventLoop { return homeLoop }
+        return any
+    }
+
+    /// The client's home loop: one per client, so that transports sharing a client share
+    /// it, and spread over the group from client to client.
+    private static func home(of client: HTTPClient) -> (any EventLoop)? {
+        let loops = Array(client.eventLoopGroup.makeIterator())
+        guard !loops.isEmpty else { return nil }
+        // ObjectIdentifier hashes through Hasher: its address's aligned low bits are mixed.
+        return loops[Int(UInt(bitPattern: ObjectIdentifier(client).hashValue) % UInt(loops.count))]
     }
 
     /// A call `startingLoop()` counted in has its outcome.

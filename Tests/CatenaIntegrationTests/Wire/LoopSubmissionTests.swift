@@ -107,6 +107,18 @@ struct LoopSubmissionTests {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
         let transport = AsyncHTTPClientTransport(client: client)
+        do {
+            try await countsOut(transport, base: base, closed: closed)
+        } catch {
+            try? await client.shutdown()
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await client.shutdown()
+        try await group.shutdownGracefully()
+    }
+
+    private func countsOut(_ transport: AsyncHTTPClientTransport, base: URL, closed: Int) async throws {
         func request(_ path: String, delay: String = "0") -> APIRequest {
             APIRequest(.get, url: base.appending(path: path).appending(queryItems: [URLQueryItem(name: "delay", value: delay)]))
         }
@@ -130,6 +142,8 @@ struct LoopSubmissionTests {
         try await Task.sleep(for: .milliseconds(100))
         inFlight.cancel()
         #expect((await inFlight.result.failure as? CatenaError)?.code == .cancelled)
+        // Refused while its request is built, before it is counted in (a call cancelled
+        // after that, before its start on the loop: "a call cancelled before its start").
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await transport.load(request("api/users/2"))
@@ -143,8 +157,13 @@ struct LoopSubmissionTests {
         #expect(beside.contains { $0 !== home }, "four calls beside one in flight all started at home")
         for _ in 0..<5 { transport.callEnded() }
         #expect(transport.buffersInFlightCount == 0)
-        try await client.shutdown()
-        try await group.shutdownGracefully()
+        // A caller on one of the group's loops starts where it is.
+        let other = try #require(transport.client.eventLoopGroup.makeIterator().first { $0 !== home })
+        let started = try await other.submit { transport.startingLoop() }.get()
+        transport.callEnded()
+        #expect(started === other, "a call made on a loop went home")
+        // Transports sharing a client share its home.
+        #expect(AsyncHTTPClientTransport(client: transport.client).homeLoop === home)
     }
 
     @Test("concurrent calls through a group whose any() is another loop each time all succeed")

@@ -23,6 +23,25 @@ struct LoopSubmissionTests {
         }
     }
 
+    /// Runs `body` with a transport over a client of its own on `loops` event loops, and
+    /// shuts client and group down afterwards, also when `body` throws (a client left
+    /// running stops a debug build's test process).
+    private func withOwnClient(
+        loops: Int, _ body: (AsyncHTTPClientTransport, MultiThreadedEventLoopGroup) async throws -> Void
+    ) async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
+        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
+        do {
+            try await body(AsyncHTTPClientTransport(client: client), group)
+        } catch {
+            try? await client.shutdown()
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await client.shutdown()
+        try await group.shutdownGracefully()
+    }
+
     /// Runs `cancel` with a transport on a group of one event loop and a request the
     /// fault server records by its tag; then `sendLater` sends a second tagged request on
     /// the same client, which must reach the server while the cancelled one never did.
@@ -31,27 +50,18 @@ struct LoopSubmissionTests {
         later sendLater: (AsyncHTTPClientTransport, APIRequest) async -> Void
     ) async throws {
         let server = try await FaultServer.running()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
-        let transport = AsyncHTTPClientTransport(client: client)
         func tagged(_ tag: String) -> APIRequest {
             APIRequest(.get, url: server.url(.cutAfterApply).appending(queryItems: [URLQueryItem(name: "tag", value: tag)]))
         }
         let tag = UUID().uuidString
-        do {
+        try await withOwnClient(loops: 1) { transport, group in
             try await cancel(transport, tagged(tag), group)
             // The later request is sent up to three times (the fault closes the connection
             // before any head); the cancelled one, had it been sent, would have come first.
             await sendLater(transport, tagged(tag + "-later"))
             #expect(server.applied("tag:" + tag + "-later") >= 1)
             #expect(server.applied("tag:" + tag) == 0, "the cancelled call reached the server")
-        } catch {
-            try? await client.shutdown()
-            try? await group.shutdownGracefully()
-            throw error
         }
-        try await client.shutdown()
-        try await group.shutdownGracefully()
     }
 
     @Test("a call cancelled before its start on the loop fails with cancelled, and the server never sees it")
@@ -104,18 +114,7 @@ struct LoopSubmissionTests {
     func homeLoop() async throws {
         let base = try await TestServer.running().baseURL
         let closed = try await TestServer.closedPort()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        let client = HTTPClient(eventLoopGroup: group, configuration: AsyncHTTPClientTransport.defaultConfiguration)
-        let transport = AsyncHTTPClientTransport(client: client)
-        do {
-            try await countsOut(transport, base: base, closed: closed)
-        } catch {
-            try? await client.shutdown()
-            try? await group.shutdownGracefully()
-            throw error
-        }
-        try await client.shutdown()
-        try await group.shutdownGracefully()
+        try await withOwnClient(loops: 2) { transport, _ in try await countsOut(transport, base: base, closed: closed) }
     }
 
     private func countsOut(_ transport: AsyncHTTPClientTransport, base: URL, closed: Int) async throws {

@@ -1,10 +1,48 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-let strict: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-    .enableUpcomingFeature("InternalImportsByDefault"),
+// The tree: `Sources/` holds the six library products and nothing else. `Tools/` holds
+// the `catena` command and the demo server, `Examples/` the example API modules and the
+// generated OpenAPI client, `Benchmarks/` the benchmark programs. None of those is a
+// library product a dependent can pick, but for the demo server (see its product).
+//
+// What a dependent resolves and builds is what it asks for. The core products
+// (Catena, CatenaTesting, CatenaOperations) need swift-http-types and swift-log only;
+// each product with dependencies of its own comes with a trait:
+//   .package(url: "https://github.com/…/Catena", from: "…", traits: ["AsyncHTTPClient"])
+// Without its trait a product's module holds unavailable placeholders whose message
+// names the trait (checked by scripts/check-consumer.sh). Building the tools, examples,
+// benchmarks and tests here takes `--enable-all-traits`.
+
+/// The products each trait brings, named once: `traitDependencies("X")` is a target's
+/// dependency on all of them, present only while trait X is enabled.
+let productsOfTrait: [String: [(product: String, package: String)]] = [
+    "AsyncHTTPClient": [
+        ("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"),
+        ("NIOHTTP1", "swift-nio"), ("NIOFoundationCompat", "swift-nio"), ("NIOHTTPCompression", "swift-nio-extras"),
+        ("NIOSSL", "swift-nio-ssl"), ("NIOHTTP2", "swift-nio-http2"),
+        // Already in AsyncHTTPClient's tree: to know whether the client traces.
+        ("Tracing", "swift-distributed-tracing"),
+    ],
+    "Observability": [("Tracing", "swift-distributed-tracing"), ("Metrics", "swift-metrics")],
+    "OpenAPI": [("OpenAPIRuntime", "swift-openapi-runtime")],
+    "DemoServer": [
+        ("Hummingbird", "hummingbird"), ("HummingbirdCore", "hummingbird"), ("HummingbirdTLS", "hummingbird"),
+        ("HummingbirdHTTP2", "hummingbird"), ("NIOSSL", "swift-nio-ssl"), ("X509", "swift-certificates"),
+        ("Crypto", "swift-crypto"), ("SwiftASN1", "swift-asn1"), ("Logging", "swift-log"), ("NIOCore", "swift-nio"),
+        ("NIOPosix", "swift-nio"), ("NIOFoundationCompat", "swift-nio"), ("ServiceLifecycle", "swift-service-lifecycle"),
+        ("CompressNIO", "compress-nio"),
+    ],
 ]
+
+func traitDependencies(_ trait: String) -> [Target.Dependency] {
+    (productsOfTrait[trait] ?? []).map { .product(name: $0.product, package: $0.package, condition: .when(traits: [trait])) }
+}
+
+/// Products used unconditionally by the tools, benchmarks and tests (never by a library product).
+func products(_ names: [(String, String)]) -> [Target.Dependency] {
+    names.map { .product(name: $0.0, package: $0.1) }
+}
 
 let package = Package(
     name: "Catena",
@@ -19,15 +57,10 @@ let package = Package(
         // Catena's own demo server, a product only so that the article snippets can link
         // it; its dependencies come with the DemoServer trait, which no user needs.
         .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
+        // `swift run catena`: the command's module is CatenaCLI, since a module `catena`
+        // beside `Catena` would share one build folder on a case-insensitive disk.
+        .executable(name: "catena", targets: ["CatenaCLI"]),
     ],
-    // What a dependent resolves and builds is what it asks for. The core products
-    // (Catena, CatenaTesting, CatenaOperations) need swift-http-types and swift-log only;
-    // each product with dependencies of its own comes with a trait:
-    //   .package(url: "https://github.com/…/Catena", from: "…", traits: ["AsyncHTTPClient"])
-    // Without its trait a product's module holds unavailable placeholders whose message
-    // names the trait. Catena's own demo, command, benchmarks, tests and snippets are not
-    // products, so nothing they use reaches a dependent (measured: scripts/check-consumer.sh);
-    // building them here takes `--enable-all-traits`.
     traits: [
         .trait(name: "AsyncHTTPClient", description: "CatenaAsyncHTTPClient: the AsyncHTTPClient transport (SwiftNIO)."),
         .trait(name: "Observability", description: "CatenaObservability: tracing and metrics middleware."),
@@ -59,6 +92,8 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/malloc-interposer", from: "1.6.1"),
     ],
     targets: [
+        // MARK: The library (Sources/)
+
         // Core: HTTP values, the loader chain, middleware, URLSession transport.
         // Depends on swift-http-types and swift-log only (no SwiftNIO).
         .target(
@@ -66,164 +101,151 @@ let package = Package(
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
+            ]
         ),
-        .target(
-            name: "CatenaAsyncHTTPClient",
-            dependencies: [
-                "Catena",
-                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOFoundationCompat", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOHTTPCompression", package: "swift-nio-extras", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["AsyncHTTPClient"])),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2", condition: .when(traits: ["AsyncHTTPClient"])),
-                // Already in AsyncHTTPClient's tree: to know whether the client traces.
-                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["AsyncHTTPClient"])),
-            ],
-            swiftSettings: strict
-        ),
-        .target(name: "CatenaTesting", dependencies: ["Catena"], swiftSettings: strict),
+        .target(name: "CatenaAsyncHTTPClient", dependencies: ["Catena"] + traitDependencies("AsyncHTTPClient")),
+        .target(name: "CatenaTesting", dependencies: ["Catena"]),
         // Operation and OperationQueue for code bases built on them (in the manner of PeakOperation and TWGOperations).
-        .target(name: "CatenaOperations", dependencies: ["Catena"], swiftSettings: strict),
-        // Tracing and metrics middleware (swift-distributed-tracing, swift-metrics): in a
-        // target of their own, so the core stays free of them.
-        .target(
-            name: "CatenaObservability",
-            dependencies: [
-                "Catena",
-                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Observability"])),
-                .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Observability"])),
-            ],
-            swiftSettings: strict
-        ),
-        // The OpenAPI bridge: generated clients through a Catena chain, and OpenAPI client
-        // middleware in a Catena chain (swift-openapi-runtime).
+        .target(name: "CatenaOperations", dependencies: ["Catena"]),
+        // Tracing and metrics middleware, in a target of their own so the core stays free of them.
+        .target(name: "CatenaObservability", dependencies: ["Catena"] + traitDependencies("Observability")),
+        // Generated OpenAPI clients through a Catena chain, and OpenAPI client middleware in one.
         .target(
             name: "CatenaOpenAPI",
-            dependencies: [
-                "Catena",
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: .when(traits: ["OpenAPI"])),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-            ],
-            swiftSettings: strict
+            dependencies: ["Catena", .product(name: "HTTPTypes", package: "swift-http-types")] + traitDependencies("OpenAPI")
         ),
+
+        // MARK: The command and the demo server (Tools/)
+
+        .target(
+            name: "CatenaDemoServer",
+            dependencies: ["Catena"] + traitDependencies("DemoServer"),  // Catena for its TSan-visible lock only
+            path: "Tools/CatenaDemoServer"
+        ),
+        .executableTarget(
+            name: "CatenaCLI",
+            dependencies: [
+                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "CatenaTesting", "ReqresAPI", "FlickrAPI",
+                "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
+            ]
+                + products([
+                    ("Tracing", "swift-distributed-tracing"), ("InMemoryTracing", "swift-distributed-tracing"),
+                    ("MetricsTestKit", "swift-metrics"), ("ArgumentParser", "swift-argument-parser"),
+                    ("HTTPTypes", "swift-http-types"), ("Logging", "swift-log"),
+                ]),
+            path: "Tools/CatenaCLI"
+        ),
+
+        // MARK: Example API modules and the generated OpenAPI client (Examples/)
+
         // The demo server's users API as swift-openapi-generator makes it from
         // openapi.yaml; the generated code is committed (see scripts/generate-openapi.sh).
         .target(
             name: "DemoUsersOpenAPI",
-            dependencies: [
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-            ],
+            dependencies: products([("OpenAPIRuntime", "swift-openapi-runtime"), ("HTTPTypes", "swift-http-types")]),
+            path: "Examples/DemoUsersOpenAPI",
             exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
-        // The example API module for reqres.in's users (the API of the OperationQueue chaining tutorial).
-        .target(name: "ReqresAPI", dependencies: ["Catena"], swiftSettings: strict),
-        // The example API module for Flickr's photos (the API of TWGOperations' Flickr example).
-        .target(name: "FlickrAPI", dependencies: ["Catena"], swiftSettings: strict),
-        .target(
-            name: "CatenaDemoServer",
-            dependencies: [
-                "Catena",  // for its TSan-visible lock only
-                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
-                .product(name: "HummingbirdCore", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
-                .product(name: "HummingbirdTLS", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird", condition: .when(traits: ["DemoServer"])),
-                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["DemoServer"])),
-                .product(name: "X509", package: "swift-certificates", condition: .when(traits: ["DemoServer"])),
-                .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["DemoServer"])),
-                .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(traits: ["DemoServer"])),
-                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["DemoServer"])),
-                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["DemoServer"])),
-                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["DemoServer"])),
-                .product(name: "NIOFoundationCompat", package: "swift-nio", condition: .when(traits: ["DemoServer"])),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["DemoServer"])),
-                .product(name: "CompressNIO", package: "compress-nio", condition: .when(traits: ["DemoServer"])),
-            ],
-            swiftSettings: strict
-        ),
-        .executableTarget(
-            name: "catena",
-            dependencies: [
-                "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "CatenaTesting", "ReqresAPI", "FlickrAPI",
-                "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
-                .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
+        // reqres.in's users (the API of the OperationQueue chaining tutorial).
+        .target(name: "ReqresAPI", dependencies: ["Catena"], path: "Examples/ReqresAPI"),
+        // Flickr's photos (the API of TWGOperations' Flickr example).
+        .target(name: "FlickrAPI", dependencies: ["Catena"], path: "Examples/FlickrAPI"),
+
+        // MARK: Benchmarks (Benchmarks/)
+
         .executableTarget(
             name: "CatenaBenchmarks",
             dependencies: [
                 "BenchmarkBaselines", "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI", "FlickrAPI",
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
-                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: strict
+            ]
+                + products([
+                    ("OpenAPIAsyncHTTPClient", "swift-openapi-async-http-client"), ("Tracing", "swift-distributed-tracing"),
+                    ("Metrics", "swift-metrics"), ("AsyncHTTPClient", "async-http-client"), ("Logging", "swift-log"),
+                    ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"), ("NIOFoundationCompat", "swift-nio"),
+                    ("NIOSSL", "swift-nio-ssl"),
+                ]),
+            path: "Benchmarks/CatenaBenchmarks"
         ),
         // What a transport costs by itself, for both benchmark programs.
-        .target(name: "BenchmarkBaselines", dependencies: ["Catena"], swiftSettings: strict),
+        .target(name: "BenchmarkBaselines", dependencies: ["Catena"], path: "Benchmarks/BenchmarkBaselines"),
         // Allocations per call, raw transport against Catena; a program of its own, since
         // its interposed malloc would slow every timed benchmark.
         .executableTarget(
             name: "CatenaAllocations",
             dependencies: [
                 "BenchmarkBaselines", "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOpenAPI", "DemoUsersOpenAPI",
-                .product(name: "MallocInterposerSwift", package: "malloc-interposer"),
-                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
-            ],
-            swiftSettings: strict
+            ]
+                + products([
+                    ("MallocInterposerSwift", "malloc-interposer"), ("OpenAPIAsyncHTTPClient", "swift-openapi-async-http-client"),
+                    ("AsyncHTTPClient", "async-http-client"), ("Logging", "swift-log"), ("NIOCore", "swift-nio"),
+                    ("NIOPosix", "swift-nio"), ("NIOFoundationCompat", "swift-nio"),
+                ]),
+            path: "Benchmarks/CatenaAllocations"
         ),
-        .testTarget(
-            name: "CatenaTests",
-            dependencies: ["Catena", "CatenaTesting", "ReqresAPI"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "CatenaOperationsTests",
-            dependencies: ["CatenaOperations", "Catena"],
-            swiftSettings: strict
+
+        // MARK: Tests: one target per product, its folders mirroring the product's
+
+        // Shared by the test targets: the demo servers (plain and TLS) started once per
+        // test process, both transports, and time bounds stretched under ThreadSanitizer.
+        .target(
+            name: "CatenaTestSupport",
+            dependencies: ["ThreadSanitizerSuppressions", "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer"]
+                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl")]),
+            path: "Tests/CatenaTestSupport"
         ),
         // ThreadSanitizer's suppressions for the test process (one, inside SwiftNIO).
         .target(name: "ThreadSanitizerSuppressions", path: "Tests/ThreadSanitizerSuppressions"),
         .testTarget(
-            name: "CatenaIntegrationTests",
-            dependencies: [
-                "ThreadSanitizerSuppressions", "Catena", "CatenaTesting", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "ReqresAPI",
-                // The command: its output formatting is unit- and fuzz-tested, and the tests run it.
-                "catena",
-                "FlickrAPI",
-                "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
+            name: "CatenaTests",
+            dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI"]
+                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log")])
+        ),
+        .testTarget(
+            name: "CatenaAsyncHTTPClientTests",
+            dependencies: ["Catena", "CatenaAsyncHTTPClient", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]
+                + products([("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"), ("NIOHTTP1", "swift-nio")])
+        ),
+        .testTarget(name: "CatenaTestingTests", dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport"]),
+        .testTarget(
+            name: "CatenaOperationsTests",
+            dependencies: ["CatenaOperations", "Catena", "CatenaTestSupport", "ReqresAPI", "FlickrAPI"]
+        ),
+        .testTarget(
+            name: "CatenaObservabilityTests",
+            dependencies: ["Catena", "CatenaObservability", "CatenaAsyncHTTPClient", "CatenaTestSupport"]
+                + products([
+                    ("AsyncHTTPClient", "async-http-client"), ("Tracing", "swift-distributed-tracing"),
+                    ("InMemoryTracing", "swift-distributed-tracing"), ("MetricsTestKit", "swift-metrics"),
+                ])
+        ),
+        .testTarget(
+            name: "CatenaOpenAPITests",
+            dependencies: ["Catena", "CatenaOpenAPI", "CatenaAsyncHTTPClient", "CatenaTestSupport", "DemoUsersOpenAPI"]
+                + products([("OpenAPIRuntime", "swift-openapi-runtime")])
+        ),
+        // The command: its output formatting is unit- and fuzz-tested, and the tests run it.
+        .testTarget(
+            name: "CatenaCLITests",
+            dependencies: ["Catena", "CatenaCLI", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]
+        ),
+        .testTarget(
+            name: "CatenaDemoServerTests",
+            dependencies: ["Catena", "CatenaDemoServer", "CatenaAsyncHTTPClient", "CatenaTestSupport", "ReqresAPI"]
+        ),
+        // The example API modules, a test per endpoint.
+        .testTarget(
+            name: "ExamplesTests",
+            dependencies: ["Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaTestSupport", "ReqresAPI", "FlickrAPI"]
         ),
     ]
 )
+
+// Every Swift target of ours is strict, but the generated client, which the generator writes.
+for target in package.targets where target.type != .system && target.name != "DemoUsersOpenAPI" && target.name != "ThreadSanitizerSuppressions" {
+    target.swiftSettings =
+        (target.swiftSettings ?? []) + [
+            .enableUpcomingFeature("ExistentialAny"),
+            .enableUpcomingFeature("InternalImportsByDefault"),
+        ]
+}

@@ -20,7 +20,7 @@ groups=("$@")
 
 # Every module of this package, products or not: none may be compiled unless asked for.
 ours=(Catena CatenaAsyncHTTPClient CatenaTesting CatenaOperations CatenaObservability CatenaOpenAPI
-    CatenaDemoServer catena CatenaBenchmarks CatenaAllocations BenchmarkBaselines ReqresAPI FlickrAPI DemoUsersOpenAPI ThreadSanitizerSuppressions)
+    CatenaDemoServer CatenaCLI CatenaBenchmarks CatenaAllocations BenchmarkBaselines ReqresAPI FlickrAPI DemoUsersOpenAPI ThreadSanitizerSuppressions CatenaTestSupport)
 core_packages=(swift-http-types swift-log)
 # A path dependency is named by its folder.
 identity="$(basename "$root" | tr "[:upper:]" "[:lower:]")"

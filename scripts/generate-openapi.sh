@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates Sources/DemoUsersOpenAPI/{Types,Client}.swift from openapi.yaml with
+# Regenerates Examples/DemoUsersOpenAPI/{Types,Client}.swift from openapi.yaml with
 # swift-openapi-generator. Run by hand after changing the document; CI never runs it
 # (building the generator takes minutes) and compiles the committed output instead.
 #
@@ -16,7 +16,7 @@ if [[ -z "$generator" ]]; then
     swift build --package-path .build/generator --product swift-openapi-generator
     generator=".build/generator/.build/debug/swift-openapi-generator"
 fi
-target=Sources/DemoUsersOpenAPI
+target=Examples/DemoUsersOpenAPI
 "$generator" generate "$target/openapi.yaml" --config "$target/openapi-generator-config.yaml" --output-directory "$target"
 # The generator writes `public import`, which Swift 6.3 warns about in every file that
 # does not use each import publicly (the generator silences that only from Swift 6.4 on).

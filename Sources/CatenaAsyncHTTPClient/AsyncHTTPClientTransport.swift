@@ -49,7 +49,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     private let ownsClient: Bool
     private let isShutDown = Atomic<Bool>(false)
     /// Whether the client decodes gzip and deflate, so requests may ask for them.
-    private let decodesCompression: Bool
+    let decodesCompression: Bool
     /// Whether calls may take AsyncHTTPClient's delegate API (see `sendGathered` and
     /// `sendStreamedThroughDelegate`): the client makes no spans of its own. The
     /// delegate API starts its span on the event loop, outside the caller's trace, where
@@ -118,8 +118,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// chains that reach it are accepted (an intermediate the server sends is fine).
     ///
     /// - Throws: `ServerTrustError` for a root that is not a certificate; for one that
-    ///   is not a root (an intermediate or a leaf): NIOSSL 2.37 has no partial-chain
-    ///   setting, so such an anchor fails every handshake (measured), and a transport
+    ///   is not a root (an intermediate or a leaf): NIOSSL has no partial-chain
+    ///   setting, so such an anchor would fail every handshake, and a transport
     ///   that could connect to nothing is refused at setup; and for public-key pins:
     ///   AsyncHTTPClient 1.37 builds its TLS handler itself, with no hook where the
     ///   server's key could be checked, so a pinned transport is refused rather than one
@@ -228,19 +228,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     /// The event loop a buffered call starts on, and its delegate runs on; counts the
-    /// call in until `callEnded()`.
-    ///
-    /// AsyncHTTPClient's delegate API runs a call's bookkeeping on that loop, and when the
-    /// pooled connection it gets lives on another, hops the answer across (an event-loop
-    /// task and a wake-up each way). Its pool leases an idle connection on the loop asked
-    /// for if it has one, and opens new ones there. So while no other call is in flight,
-    /// a call starts on the transport's home loop: one after another, calls then open
-    /// their connection there and find it there. Calls made while others are in flight
-    /// take `any()`, spread over the group, as before.
-    ///
-    /// This holds where Catena's calls opened the connection: where other code shares
-    /// the client and opened it on another loop, calls one after another pay the hop
-    /// each time. A caller already on one of the group's loops starts there, as before.
+    /// call in until `callEnded()`. The home loop while no other buffered call is in
+    /// flight, so that sequential calls find their pooled connection on the loop they
+    /// run on; otherwise, or for a caller already on one of the group's loops, `any()`
+    /// (Architecture: "One home loop per client").
     func startingLoop() -> any EventLoop {
         let others = buffersInFlight.add(1, ordering: .relaxed).oldValue
         let any = client.eventLoopGroup.any()
@@ -272,30 +263,6 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// loop each time.
     func eventLoopPreference(startedOn loop: any EventLoop) -> HTTPClient.EventLoopPreference {
         anyIsCurrentLoop ? .indifferent : .delegate(on: loop)
-    }
-
-    /// The header fields AsyncHTTPClient sends for `request`.
-    func headers(for request: APIRequest) throws(CatenaError) -> HTTPHeaders {
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(request.headerFields.count + 2)
-        var cookies = false
-        for field in request.headerFields {
-            if field.name == .cookie { cookies = true; continue }
-            headers.add(name: field.name.rawName, value: field.value)
-        }
-        // HTTPFields keeps each cookie as a field of its own; HTTP/1.1 allows one
-        // Cookie line (RFC 6265, section 5.4), its pairs joined with "; ".
-        if cookies, let cookie = request.headerFields[.cookie] { headers.add(name: "Cookie", value: cookie) }
-        if !request.body.isEmpty, request.headerFields[.contentType] == nil, let contentType = request.body.contentType {
-            headers.add(name: "Content-Type", value: try request.checkedContentType(contentType))
-        }
-        // Without decoding, ask for none: a client whose decompressor Catena was not told
-        // about would otherwise add its own Accept-Encoding, and the bodies it decodes
-        // could not be told from bodies still encoded.
-        if request.headerFields[.acceptEncoding] == nil {
-            headers.add(name: "Accept-Encoding", value: decodesCompression ? ContentCoding.acceptEncoding : "identity")
-        }
-        return headers
     }
 
     /// The request as AsyncHTTPClient takes it, its body opened afresh.
@@ -368,62 +335,6 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         return streamed
     }
 
-    /// A status that is no HTTP status, or two Content-Lengths that disagree, is no
-    /// usable response. Returns the declared Content-Length, when it is a number.
-    ///
-    /// One pass over the fields, comparing names on their bytes: `HTTPHeaders`' subscript
-    /// makes an array of the values on every lookup, and each lookup walks all fields.
-    @discardableResult
-    func checkHead(status: HTTPResponseStatus, headers: HTTPHeaders, request: APIRequest) throws(CatenaError) -> Int? {
-        guard (100...999).contains(Int(status.code)) else {
-            throw CatenaError(.invalidResponse, request: request, detail: "the status code \(status.code) is not a valid HTTP status")
-        }
-        var length: String?
-        var lengths = 0
-        var lengthsDisagree = false
-        var encodings: [String] = []
-        for (name, value) in headers {
-            switch name.utf8.count {
-            case 14 where name.equalsIgnoringASCIICase("content-length"):
-                lengths += 1
-                if let length { lengthsDisagree = lengthsDisagree || length != value } else { length = value }
-            case 16 where name.equalsIgnoringASCIICase("content-encoding"):
-                encodings.append(value)
-            default:
-                break
-            }
-        }
-        if lengthsDisagree {
-            throw CatenaError(.invalidResponse, request: request, detail: "the response has \(lengths) different Content-Length fields")
-        }
-        // NIOHTTPResponseDecompressor decodes a body whose first Content-Encoding member is
-        // gzip or deflate, and only that one: a body it decoded has exactly that one
-        // member (`identity, gzip` it leaves encoded). Anything else would reach the
-        // caller still encoded.
-        try ContentCoding.check(contentEncoding: encodings, status: Int(status.code), request: request) {
-            decodesCompression && ($0 == ["gzip"] || $0 == ["deflate"])
-        }
-        return length.flatMap { Int($0) }
-    }
-
-    /// A status as HTTPTypes spells it, for a head `checkHead` passed: HTTPTypes traps on a
-    /// code above 999, which NIO's HTTP/1 parser never yields (three digits) but its
-    /// HTTP/2 codec does (`:status` is not range-checked there).
-    static func status(of status: HTTPResponseStatus) -> HTTPResponse.Status {
-        assert((100...999).contains(status.code), "checkHead lets no status outside 100...999 through")
-        return HTTPResponse.Status(code: Int(status.code), reasonPhrase: status.reasonPhrase)
-    }
-
-    static func fields(of headers: HTTPHeaders) -> HTTPFields {
-        var fields = HTTPFields()
-        fields.reserveCapacity(headers.count)
-        for (name, value) in headers {
-            guard let name = HTTPField.Name(name) else { continue }
-            fields.append(HTTPField(name: name, value: value))
-        }
-        return fields
-    }
-
     /// One exchange, no redirects followed.
     private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
         let outgoing = try await outgoing(request)
@@ -493,15 +404,6 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         } catch  where expired.load(ordering: .acquiring) {
             throw HTTPClientError.deadlineExceeded
         }
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(
-            seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
-                ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
 #endif  // AsyncHTTPClient

@@ -8,8 +8,8 @@ import Dispatch
 /// one source is armed for the earliest entry only when a new one comes before it. When
 /// it fires, it runs the entries that are due and arms itself for the earliest left:
 /// calls that ended long ago cost at most one extra wake-up each time it comes round,
-/// and nothing stays behind them (the soak once grew by the 60 s of cancelled
-/// `asyncAfter` items a transport left queued).
+/// and nothing stays queued behind them (a cancelled `asyncAfter` item would stay
+/// until it falls due).
 final class Deadlines: Sendable {
     /// One deadline, to remove when its call ends first.
     struct Token: Sendable {
@@ -90,5 +90,12 @@ final class Deadlines: Sendable {
         // held while it removes its deadline. In the order they fell due (a late wake-up
         // finds several), the first added first among equals.
         for (_, entry) in due.sorted(by: { ($0.entry.due, $0.id) < ($1.entry.due, $1.id) }) { entry.action() }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

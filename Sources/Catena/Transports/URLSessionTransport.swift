@@ -1,6 +1,10 @@
-public import Foundation
+// URLSession and its configuration are FoundationNetworking's on Linux, Foundation's on
+// Apple platforms: the module that holds them is imported publicly.
 #if canImport(FoundationNetworking)
+import Foundation
 public import FoundationNetworking
+#else
+public import Foundation
 #endif
 import HTTPTypes
 
@@ -19,8 +23,9 @@ import HTTPTypes
 /// response is never served from a cache you did not put in the chain and cookies are
 /// never sent behind your back.
 ///
-/// On Linux, prefer `AsyncHTTPClientTransport` (module `CatenaAsyncHTTPClient`): it
-/// was 1.6 to 4.8 times faster here and keeps connections pooled under concurrency.
+/// On Linux, prefer `AsyncHTTPClientTransport` (module `CatenaAsyncHTTPClient`): it is
+/// several times faster there, with less CPU per call, and keeps its connections
+/// pooled under concurrency, where corelibs URLSession opens new ones.
 public struct URLSessionTransport: HTTPLoader {
     /// The timeout for requests that set none (see ``RequestTimeout``).
     public let timeout: Duration
@@ -373,88 +378,5 @@ public struct URLSessionTransport: HTTPLoader {
         ]
         if framing.contains(where: text.contains) { return (.invalidResponse, message) }
         return (.unknown, message)
-    }
-}
-
-/// Thrown when a request's total timeout passed before its response was complete.
-struct TotalTimeoutReached: Error {}
-
-/// Owns a session with Catena's delegate and invalidates it when the last transport
-/// that uses it goes (never for the shared one).
-final class URLSessionOwner: Sendable {
-    let session: URLSession
-    let router: URLSessionRouter
-    private let shared: Bool
-
-    static let shared = URLSessionOwner(configuration: URLSessionTransport.defaultConfiguration, shared: true)
-
-    init(configuration: URLSessionConfiguration, shared: Bool) {
-        let router = URLSessionRouter()
-        self.router = router
-        self.shared = shared
-        self.session = URLSession(configuration: configuration, delegate: router, delegateQueue: nil)
-    }
-
-    deinit {
-        if !shared { session.finishTasksAndInvalidate() }
-    }
-}
-
-extension APIRequest {
-    /// Produces the body's bytes for one attempt, and reports their count to the
-    /// request's observers (``CallEvent/bodySent(bytes:)``): transports call it once
-    /// per attempt they send.
-    ///
-    /// - Throws: ``CatenaError/Code/invalidRequest`` naming the body's kind when it
-    ///   cannot be produced (a value that fails to encode, say).
-    public func bodyData() async throws(CatenaError) -> Data? {
-        guard body.stream != nil else { return try inMemoryBodyData() }
-        do {
-            let data = try await body.makeData()
-            if let data { report(.bodySent(bytes: Int64(data.count))) }
-            return data
-        } catch {
-            throw bodyFailure(error)
-        }
-    }
-
-    /// ``bodyData()`` for a body made in memory (``Body/stream`` is nil), without
-    /// suspending: a transport's synchronous preparation of a call can make it.
-    package func inMemoryBodyData() throws(CatenaError) -> Data? {
-        precondition(body.stream == nil, "a streamed body is read with bodyData()")
-        do {
-            let data = try body.producedData()
-            if let data { report(.bodySent(bytes: Int64(data.count))) }
-            return data
-        } catch {
-            throw bodyFailure(error)
-        }
-    }
-
-    private func bodyFailure(_ error: any Error) -> CatenaError {
-        CatenaError(.invalidRequest, request: self, underlyingError: error, detail: "the \(body.kind) body could not be produced")
-    }
-}
-
-extension APIRequest {
-    /// `contentType` (a body's, which any text can be) when it can go out as a field
-    /// value; set as it is, a CR or LF in it would start a field of its own.
-    ///
-    /// - Throws: ``CatenaError/Code/invalidRequest`` when it has a control character or a
-    ///   space at an end.
-    package func checkedContentType(_ contentType: String) throws(CatenaError) -> String {
-        guard HTTPField.isValidValue(contentType) else {
-            throw CatenaError(
-                .invalidRequest, request: self,
-                detail: "the body's content type is not a valid field value (it has a control character, or a space at an end)")
-        }
-        return contentType
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

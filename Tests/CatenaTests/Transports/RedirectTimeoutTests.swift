@@ -196,8 +196,7 @@ struct RedirectTimeoutTests {
         arguments: TransportKind.allCases)
     func subSecondTimeouts(kind: TransportKind) async throws {
         let chain = try await kind.chain()
-        // A timeout cut to whole seconds (what corelibs URLSession does with its own, see
-        // DESIGN.md) fails these every time; a loaded machine can make answers late for
+        // A timeout cut to whole seconds (what corelibs URLSession does with its own) fails these every time; a loaded machine can make answers late for
         // seconds (three in a row were, beside a build and the bomb test), so each pair
         // gets six tries half a second apart and must succeed once.
         for (timeout, delay) in [(Duration.milliseconds(900), "0.1"), (.milliseconds(1900), "1.1")] {

@@ -25,15 +25,9 @@ extension AsyncHTTPClientTransport {
     /// One exchange, no redirects followed, gathered on the event loop.
     ///
     /// The call's task waits once, and holds nothing across that wait but its delegate:
-    /// the request is built and sent, and the answer made, in synchronous code (on the
-    /// thread's stack). Async frames come from the task's allocator, whose
-    /// first slab is small: frames past it come from slabs taken from `malloc`, which a
-    /// task per call (a server's handler, say) pays anew (BENCHMARKS.md, "A task per call").
-    ///
-    /// The request is handed to AsyncHTTPClient on an event loop, in one hop. Handed
-    /// over from the caller's thread, each of the futures AsyncHTTPClient and Catena
-    /// attach to the request (its own bookkeeping, its deadline, the caller's wait)
-    /// would queue a task onto the loop and wake it: three hops where one does.
+    /// the request is built and the answer made in synchronous code (Architecture:
+    /// "Async frames stay small"). The request is handed to AsyncHTTPClient on an event
+    /// loop, in one hop (Architecture: "One hop onto the event loop").
     func sendGathered(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
         let delegate = try GatheringDelegate(transport: self, request: request, timeout: timeout)
         await withTaskCancellationHandler {
@@ -65,10 +59,8 @@ extension AsyncHTTPClientTransport {
 /// Gathers one response on the task's event loop: checks the head as the streaming
 /// path does, and keeps the body parts up to the size limit.
 ///
-/// The call's task holds only this delegate across its one wait; the request is built
-/// before it (in `init`) and the answer made after it (`answer()`), in synchronous code:
-/// async frames come from the task's allocator, and a task per call pays a `malloc`'d
-/// slab for every kilobyte of them.
+/// The call's task holds only this delegate across its one wait: the request is built
+/// in `init` and the answer made in `answer()`, both synchronous.
 ///
 /// `@unchecked Sendable`: its state is touched on `loop` only, one access after another,
 /// until the task's future completes. `start` and `cancel` run there, and the task is
@@ -119,8 +111,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     /// Starts the exchange on `loop` and resumes `continuation` once it has an outcome,
     /// once: a call cancelled before that fails with `HTTPClientError.cancelled` and is
-    /// never sent. Started there, the futures attached to the task (AsyncHTTPClient's own
-    /// bookkeeping, its deadline, this wait) cost no hop each.
+    /// never sent. Started there, the futures attached to the task cost no hop each.
     ///
     /// The continuation is unchecked (no canary object per call): each path below
     /// resumes it exactly once, either at once or from the task's future, which
@@ -155,10 +146,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         }
     }
 
-    /// The call's answer, or its error, once the caller was resumed.
-    ///
-    /// `@inline(never)`: inlined into the async function that calls it, its temporaries
-    /// would take room in that function's async frame.
+    /// The call's answer, or its error, once the caller was resumed. `@inline(never)`,
+    /// so its temporaries take no room in the caller's async frame.
     @inline(never)
     func answer() throws(CatenaError) -> APIResponse {
         switch outcome {

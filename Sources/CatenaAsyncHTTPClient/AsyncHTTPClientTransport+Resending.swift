@@ -26,9 +26,8 @@ extension AsyncHTTPClientTransport {
     }
 
     /// After an attempt failed with `error`: returns when the request is to be sent
-    /// again, throws the call's failure otherwise. Kept out of `resendingBeforeHead`
-    /// (`@inline(never)`) so that its temporaries take no room in the async frame of
-    /// every call (see `Redirects.follow`).
+    /// again, throws the call's failure otherwise. `@inline(never)`, so its temporaries
+    /// take no room in the async frame of every call.
     @inline(never)
     private static func resendOrThrow(
         _ request: APIRequest, after error: CatenaError, failures: inout [CatenaError], left: Duration, within timeout: Duration

@@ -25,12 +25,8 @@ extension AsyncHTTPClientTransport {
     /// arrives. `timeout` covers the time to the head; `StreamIdleTimeout` the silences
     /// after it.
     ///
-    /// As in `sendGathered`, the call's task holds only the delegate across its one wait
-    /// (the request is built before it and the answer made after it, in synchronous
-    /// code), and the exchange is started on an event loop, in one hop: started from the
-    /// caller's thread, each of the things attached to it there (AsyncHTTPClient's
-    /// bookkeeping, the failure report, the head's timer) would queue a task onto the
-    /// loop and wake it.
+    /// As in `sendGathered`, the call's task holds only the delegate across its one wait,
+    /// and the exchange is started on an event loop, in one hop.
     func sendStreamedThroughDelegate(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
         let delegate = try StreamingDelegate(transport: self, request: request, timeout: timeout)
         await withTaskCancellationHandler {
@@ -162,10 +158,8 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     var wasSent: Bool { state.withLock { $0.task != nil } }
 
     /// The streamed answer, or the failure before it, once the caller was resumed;
-    /// reported to the request's observers (on the caller's task).
-    ///
-    /// `@inline(never)`: inlined into the async function that calls it, its temporaries
-    /// would take room in that function's async frame.
+    /// reported to the request's observers (on the caller's task). `@inline(never)`, so
+    /// its temporaries take no room in the caller's async frame.
     @inline(never)
     func answer() throws(CatenaError) -> StreamedResponse {
         guard let outcome = state.withLock({ $0.outcome }) else { preconditionFailure("the answer is read once the head is decided") }

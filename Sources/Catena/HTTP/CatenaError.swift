@@ -73,13 +73,10 @@ public struct CatenaError: Error, Sendable {
         set { fields = Fields(fields.code, fields.request, fields.response, fields.underlyingError, newValue) }
     }
 
-    /// The error's parts, in one immutable box. A typed throw hands its error back in
-    /// registers when it fits and otherwise through a buffer the caller keeps in its
-    /// frame: with the request and the response inline, this error was some 550 bytes,
-    /// and every `throws(CatenaError)` async call of a chain kept that much in its task's
-    /// frames (memory from the task's allocator, which a task per call pays for in
-    /// `malloc`s once they outgrow its first slab). Boxed, it is one pointer; errors are
-    /// rarely changed, and a change makes a new box.
+    /// The error's parts, in one immutable box, so that the error stays one pointer: a
+    /// typed throw too large for registers takes room in the frame of every
+    /// `throws(CatenaError)` async call (Architecture: "Async frames stay small"). A
+    /// change makes a new box.
     private final class Fields: Sendable {
         let code: Code
         let request: APIRequest

@@ -2,11 +2,10 @@ package import Foundation
 
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the two obsolete forms on input.
 ///
-/// Read by hand rather than with `DateFormatter`: a formatter is costly to make and not
-/// documented as safe to share between threads in corelibs Foundation, so the old
-/// code made three per call (10,000 parses took 5 s of the test suite); and a
-/// formatter is lenient in ways a server's bytes should not steer. This reads the
-/// three grammars exactly, checks every field's range, and never traps.
+/// Read by hand rather than with `DateFormatter`: a formatter is costly to make, not
+/// documented as safe to share between threads in corelibs Foundation, and lenient in
+/// ways a server's bytes should not steer. This reads the three grammars exactly,
+/// checks every field's range, and never traps.
 package enum HTTPDate {
     private static let monthNames = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
     private static let shortDays = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]

@@ -78,8 +78,8 @@ public struct LogMiddleware: HTTPMiddleware {
     /// `request` carrying this loader's redaction too (the request's own already holds
     /// what ApplyEnvironment injected above), so an error from below hides the same.
     ///
-    /// This and `logs` are kept out of `load` (`@inline(never)`): inlined, their
-    /// temporaries would take room in `load`'s async frame (see `ApplyEnvironment`).
+    /// This and `logs` are `@inline(never)`, so their temporaries take no room in
+    /// `load`'s async frame (Architecture: "Async frames stay small").
     @inline(never)
     private func withRedaction(_ request: APIRequest) -> APIRequest {
         guard !isDefaultRedaction else { return request }

@@ -128,10 +128,8 @@ public struct ApplyEnvironment: HTTPMiddleware {
         try await next.load(applied(to: request))
     }
 
-    /// `request` sent to its environment. A function of its own (`@inline(never)`):
-    /// inlined, its temporaries would take room in `load`'s async frame, which comes from
-    /// the task's allocator, and a task per call pays a `malloc`'d slab for every
-    /// kilobyte of the chain's frames.
+    /// `request` sent to its environment. `@inline(never)`, so its temporaries take no
+    /// room in `load`'s async frame (Architecture: "Async frames stay small").
     @inline(never)
     private func applied(to request: APIRequest) -> APIRequest {
         var request = request

@@ -104,9 +104,8 @@ package final class BodyChannel: Sendable {
     }
 
     /// How far past the window a producer that cannot pause may run before the body
-    /// fails: corelibs URLSession keeps delivering after `suspend()` (measured: 7.6 MB
-    /// of an 8 MB body arrived while "suspended"), so this is what bounds its memory:
-    /// 8 MiB at the default window.
+    /// fails: corelibs URLSession keeps delivering after `suspend()`, so this is what
+    /// bounds its memory (8 MiB at the default window).
     var overflowLimit: Int { max(window * 16, 4 * 1024 * 1024) }
 
     /// Parts up to this size that wait unread are gathered into one chunk, up to
@@ -116,11 +115,9 @@ package final class BodyChannel: Sendable {
     /// and a hostile one can send a chunked body one byte per chunk. Held one by one,
     /// each part costs a slot in the list of chunks and, from 15 bytes up (smaller ones
     /// are stored inline), a `Data` storage of its own: two allocations when copied out
-    /// of a read buffer, and up to a hundred bytes the window does not count. A 64 KiB
-    /// body of 1-byte chunks was held as 65,536 chunks on both transports (the
-    /// misbehaving server's `tiny-chunks`). Gathered, a read's small parts cost one
-    /// chunk, whose storage grows by half again as it fills: the window holds at most
-    /// about 1.5 times what it counts.
+    /// of a read buffer, and up to a hundred bytes the window does not count. Gathered,
+    /// a read's small parts cost one chunk, whose storage grows by half again as it
+    /// fills: the window holds at most about 1.5 times what it counts.
     static let smallPart = 4 * 1024
 
     /// The largest chunk small parts are gathered into.

@@ -122,10 +122,16 @@ public struct ResponseBody: AsyncSequence, Sendable {
 }
 
 /// How many unread bytes a streamed body may hold before the transport pauses: the
-/// memory a slow reader costs. 512 KiB by default: twice what one read of SwiftNIO's
-/// brings (up to 4 reads of 64 KiB), so that a read lands while the reader drains the
-/// one before. A window of one read's size paused the transfer after every read, with
-/// about a third more context switches (counted in BENCHMARKS.md).
+/// memory a slow reader costs. The default, 512 KiB, lets the next read from the
+/// socket land while the reader drains the last one; a much smaller window pauses the
+/// transfer more often and costs more thread switches per megabyte. URLSession on
+/// Linux cannot pause a transfer: there a body fails once it runs 16 windows (at least
+/// 4 MiB) ahead of its reader.
+///
+/// ```swift
+/// var request = try APIRequest(path: ["export"])
+/// request[option: StreamWindow.self] = 64 * 1024  // little memory, more pauses
+/// ```
 public enum StreamWindow: RequestOption {
     public static let defaultValue = 512 * 1024
 }

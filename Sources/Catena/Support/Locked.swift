@@ -2,11 +2,9 @@ import Foundation
 
 /// A pthread mutex, for the package's shared state.
 ///
-/// Not Synchronization's `Mutex`: ThreadSanitizer does not see `Mutex`'s contended
-/// path on Linux and reports races that are not there (reproduced with four threads
-/// appending to a `Mutex<[T]>`), and CI runs the suite under TSan. Not `NSLock`:
-/// on Linux each one allocates a mutex and a condition pair, which made a chain step
-/// measurably slower.
+/// Not Synchronization's `Mutex`: ThreadSanitizer on Linux does not see it and reports
+/// races that are not there, and CI runs the suite under TSan. Not `NSLock`: on Linux
+/// each one allocates a mutex and a condition pair (Architecture: "Locks").
 ///
 /// The owner calls ``destroy()`` in its `deinit`.
 package struct PthreadLock: @unchecked Sendable {

@@ -73,11 +73,8 @@ public enum Redirects {
         head: (Answer) -> APIResponse, discard: (Answer) -> Void,
         send: (APIRequest, Duration) async throws(CatenaError) -> Answer
     ) async throws(CatenaError) -> Answer {
-        // Across each wait only the hop is kept, and what follows an answer is decided in
-        // synchronous code (`@inline(never)`: inlined, their temporaries, URLs, strings,
-        // an error's detail, would take room in this async frame, which comes from the
-        // task's allocator, and a task per call pays a `malloc`'d slab for every
-        // kilobyte of it).
+        // Across each wait only the hop is kept; what follows an answer is decided in
+        // `@inline(never)` synchronous code (Architecture: "Async frames stay small").
         var hop = request
         let timeout = try prepare(&hop, defaultTimeout: defaultTimeout)
         let start = ContinuousClock.now

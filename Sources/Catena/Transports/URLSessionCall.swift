@@ -363,8 +363,7 @@ final class URLSessionCall: Sendable {
             let room = channel.offer(data)
             #if !canImport(FoundationNetworking)
             // Apple's URLSession pauses a suspended transfer. corelibs keeps delivering
-            // after `suspend()` (measured), so there the channel's overflow limit is
-            // what bounds memory.
+            // after `suspend()`, so there the channel's overflow limit bounds memory.
             if !room {
                 // Re-checked under the call's lock: a reader that drained the window in
                 // between has already asked for room, and the task must not sleep on.

@@ -7,10 +7,10 @@ import FoundationNetworking
 /// The delegate of every session Catena makes: routes each task's callbacks to its
 /// call by task identifier.
 ///
-/// On Linux only a *session-level* delegate hears about body chunks and bytes sent (a
-/// task-level delegate receives none of those callbacks, measured), and a task-level
-/// delegate makes corelibs abort the process when a task is cancelled while a redirect
-/// decision is pending. All of a session's callbacks arrive on its one serial queue.
+/// On Linux only a *session-level* delegate hears about body chunks and bytes sent,
+/// and a task-level delegate makes corelibs abort the process when a task is cancelled
+/// while a redirect decision is pending. All of a session's callbacks arrive on its one
+/// serial queue.
 final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     private let calls = Locked<[Int: URLSessionCall]>([:])
     private let callQueue = DispatchQueue(label: "Catena URLSession calls")
@@ -26,15 +26,10 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     /// on the caller's thread when no task of Catena's is in flight in the process.
     ///
     /// corelibs makes, starts and cancels a task inside its work queue, which one
-    /// libcurl call can hold for seconds: a 2 MiB gzip bomb is inflated to 2 GiB in a
-    /// single call, before anything can stop it. Cancelled on the delegate queue, a
-    /// task held up every callback of the session meanwhile while the inflated chunks
-    /// piled up behind it (2.2 GiB and 9.8 s against a 64 MiB limit and a 3 s timeout;
-    /// answered first and cancelled here, 0.2 s); started or cancelled on a caller's
-    /// thread, it blocked the cooperative pool. One serial queue, so at most one thread
-    /// waits. With nothing of ours in flight, the work queue has nothing of ours to be
-    /// held up by, and the task starts as one made by `data(for:)` does: the hop to the
-    /// call queue was a twentieth of a sequential call's time on loopback.
+    /// libcurl call can hold for seconds (it inflates a compressed body in one go): so
+    /// never on the delegate queue, whose callbacks would stall, nor on the cooperative
+    /// pool, but on one serial queue, where at most one thread waits. With nothing of
+    /// ours in flight there is nothing of ours to wait behind, and the hop is skipped.
     func start(_ work: @escaping @Sendable () -> Void) {
         // Counted in before it runs, so that no task of ours can start meanwhile and hold
         // the work queue this thread is about to wait in.
@@ -101,9 +96,9 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     /// A 401 or 407 with a challenge is a response like any other. corelibs delivers the
-    /// head and body before the challenge and then waits for it to be answered (a call
-    /// without an answer hung until its timeout, measured): cancelling the challenge ends
-    /// the task, and the call returns what it already received.
+    /// head and body before the challenge and then waits for it to be answered, which
+    /// without an answer lasts until the timeout: cancelling the challenge ends the task,
+    /// and the call returns what it already received.
     func urlSession(
         _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void

@@ -200,7 +200,7 @@ private final class Launch: Sendable {
 /// are not sent through the queue: the step before them starts them directly, while
 /// it still holds its slot on the queue and before it signals its own finish, up to
 /// ``inlineBurst`` in a row. A trip through Linux's OperationQueue costs a thread
-/// wake-up (several µs), which would otherwise dominate a chain of small transforms.
+/// wake-up, which would otherwise dominate a chain of small transforms.
 /// The queue's limits hold: such steps run in the slot of a step the queue is running.
 ///
 /// A step that finished cancelled (by `cancel()`, by the chain, or by the queue's

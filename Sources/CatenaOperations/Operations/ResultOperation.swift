@@ -76,7 +76,7 @@ open class ResultOperation<Output: Sendable>: ConcurrentOperation, ProducesResul
     // @unchecked Sendable: the mutable stored properties below are only touched with
     // the operation's `lock` held. (Plain stored properties, not a locked struct: from
     // unspecialized generic code every access to a lock-wrapped generic payload looks
-    // up its type metadata, measured at a tenth of a chain step.)
+    // up its type metadata.)
     private var storedOutput: Result<Output, any Error>?
     private var cancellationReason: (any Error)?
     private weak var storedDelegate: (any OperationDelegate)?

@@ -36,8 +36,21 @@ let productsOfTrait: [String: [(product: String, package: String)]] = [
 ]
 
 func traitDependencies(_ trait: String) -> [Target.Dependency] {
-    productsOfTrait[trait]!.map { .product(name: $0.product, package: $0.package, condition: .when(traits: [trait])) }
+    when(trait, productsOfTrait[trait]!)
 }
+
+/// A dependency on each of `products`, present only while `trait` is enabled.
+func when(_ trait: String, _ products: [(product: String, package: String)]) -> [Target.Dependency] {
+    products.map { .product(name: $0.product, package: $0.package, condition: .when(traits: [trait])) }
+}
+
+/// The command's products beyond the library's: under the DemoServer trait (see the
+/// `catena` product).
+let commandProducts: [(product: String, package: String)] = [
+    ("Tracing", "swift-distributed-tracing"), ("InMemoryTracing", "swift-distributed-tracing"),
+    ("MetricsTestKit", "swift-metrics"), ("ArgumentParser", "swift-argument-parser"),
+    ("HTTPTypes", "swift-http-types"), ("Logging", "swift-log"),
+]
 
 /// Products used unconditionally by the tools, benchmarks and tests (never by a library product).
 func products(_ names: [(String, String)]) -> [Target.Dependency] {
@@ -58,14 +71,20 @@ let package = Package(
         // it; its dependencies come with the DemoServer trait, which no user needs.
         .library(name: "CatenaDemoServer", targets: ["CatenaDemoServer"]),
         // `swift run catena`: the command's module is CatenaCLI, since a module `catena`
-        // beside `Catena` would share one build folder on a case-insensitive disk.
+        // beside `Catena` would share one build folder on a case-insensitive disk. A named
+        // product's dependencies are resolved for every dependent, so all of the command's
+        // that are not the library's own come with the DemoServer trait (checked by
+        // scripts/check-consumer.sh).
         .executable(name: "catena", targets: ["CatenaCLI"]),
     ],
     traits: [
         .trait(name: "AsyncHTTPClient", description: "CatenaAsyncHTTPClient: the AsyncHTTPClient transport (SwiftNIO)."),
         .trait(name: "Observability", description: "CatenaObservability: tracing and metrics middleware."),
         .trait(name: "OpenAPI", description: "CatenaOpenAPI: generated OpenAPI clients through a Catena chain."),
-        .trait(name: "DemoServer", description: "CatenaDemoServer: Catena's own demo server (Hummingbird), for its snippets."),
+        .trait(
+            name: "DemoServer",
+            description: "Catena's own demo server (Hummingbird) and the catena command, for its snippets and tools; no user needs it."
+        ),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -128,11 +147,7 @@ let package = Package(
                 "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer", "CatenaOperations", "CatenaTesting", "ReqresAPI", "FlickrAPI",
                 "CatenaObservability", "CatenaOpenAPI", "DemoUsersOpenAPI",
             ]
-                + products([
-                    ("Tracing", "swift-distributed-tracing"), ("InMemoryTracing", "swift-distributed-tracing"),
-                    ("MetricsTestKit", "swift-metrics"), ("ArgumentParser", "swift-argument-parser"),
-                    ("HTTPTypes", "swift-http-types"), ("Logging", "swift-log"),
-                ]),
+                + when("DemoServer", commandProducts),
             path: "Tools/CatenaCLI"
         ),
 
@@ -142,7 +157,8 @@ let package = Package(
         // openapi.yaml; the generated code is committed (see scripts/generate-openapi.sh).
         .target(
             name: "DemoUsersOpenAPI",
-            dependencies: products([("OpenAPIRuntime", "swift-openapi-runtime"), ("HTTPTypes", "swift-http-types")]),
+            // Under the OpenAPI trait: a named product (the command) depends on this target.
+            dependencies: products([("HTTPTypes", "swift-http-types")]) + traitDependencies("OpenAPI"),
             path: "Examples/DemoUsersOpenAPI",
             exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),

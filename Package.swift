@@ -4,7 +4,8 @@ import PackageDescription
 // The tree: `Sources/` holds the six library products and nothing else. `Tools/` holds
 // the `catena` command and the demo server, `Examples/` the example API modules and the
 // generated OpenAPI client, `Benchmarks/` the benchmark programs. None of those is a
-// library product a dependent can pick, but for the demo server (see its product).
+// product but the demo server (for the snippets) and the `catena` command; a named
+// product's dependencies are resolved for every dependent, so theirs come with a trait.
 //
 // What a dependent resolves and builds is what it asks for. The core products
 // (Catena, CatenaTesting, CatenaOperations) need swift-http-types and swift-log only;
@@ -52,7 +53,8 @@ let commandProducts: [(product: String, package: String)] = [
     ("HTTPTypes", "swift-http-types"), ("Logging", "swift-log"),
 ]
 
-/// Products used unconditionally by the tools, benchmarks and tests (never by a library product).
+/// Products used unconditionally: by the benchmarks and tests, and, where a named product
+/// reaches the target, swift-http-types and swift-log only.
 func products(_ names: [(String, String)]) -> [Target.Dependency] {
     names.map { .product(name: $0.0, package: $0.1) }
 }

@@ -1,20 +1,14 @@
 // The photos fan-out and the cancellation latency, beside the raw calls they compare with.
 
 import AsyncHTTPClient
-import BenchmarkBaselines
 import Catena
 import CatenaAsyncHTTPClient
 import CatenaDemoServer
+import FlickrAPI
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOPosix
-import FlickrAPI
-import ReqresAPI
 
 enum BenchmarkError: Error {
     case status(Int)

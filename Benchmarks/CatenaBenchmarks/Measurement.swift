@@ -1,20 +1,6 @@
 // Settings, rounds and the statistics every workload reports.
 
-import AsyncHTTPClient
-import BenchmarkBaselines
-import Catena
-import CatenaAsyncHTTPClient
-import CatenaDemoServer
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-import Logging
-import NIOCore
-import NIOFoundationCompat
-import NIOPosix
-import FlickrAPI
-import ReqresAPI
 
 struct Settings {
     var requests = 2000

@@ -1,7 +1,6 @@
 @testable import Catena
 import CatenaAsyncHTTPClient
 import Foundation
-import Logging
 import Testing
 @testable import CatenaTestSupport
 
@@ -200,33 +199,14 @@ struct StreamingTests {
 
     @Test("the log loader logs the head at once and the size when the body ends")
     func logged() async throws {
-        let logs = StreamLogs()
-        var logger = Logger(label: "stream") { _ in StreamLogs.Handler(sink: logs) }
-        logger.logLevel = .debug
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> LogMiddleware(logger: logger) --> AsyncHTTPClientTransport.forTests()
+        let logs = CapturedLogs()
+        let chain =
+            ApplyEnvironment(try await TestServer.environment()) --> LogMiddleware(logger: logs.logger(level: .debug))
+            --> AsyncHTTPClientTransport.forTests()
         let response = try await chain.stream(try drip(chunks: 5, interval: 0.01))
-        #expect(logs.lines.contains { $0.hasPrefix("← 200") })
-        #expect(!logs.lines.contains { $0.contains("body complete") })
+        #expect(logs.all.contains { $0.text.hasPrefix("← 200") })
+        #expect(!logs.all.contains { $0.text.contains("body complete") })
         for try await _ in response.body {}
-        #expect(logs.lines.contains { $0.contains("body complete, 5 bytes") }, "\(logs.lines)")
-    }
-}
-
-/// Log lines in memory.
-final class StreamLogs: Sendable {
-    private let stored = Catena.Locked<[String]>([])
-    var lines: [String] { stored.withLock { $0 } }
-
-    struct Handler: LogHandler {
-        let sink: StreamLogs
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            sink.stored.withLock { $0.append("\(event.message)") }
-        }
+        #expect(logs.all.contains { $0.text.contains("body complete, 5 bytes") }, "\(logs.text)")
     }
 }

@@ -224,7 +224,7 @@ let package = Package(
             dependencies: ["Catena", "CatenaAsyncHTTPClient", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]
                 + products([("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"), ("NIOHTTP1", "swift-nio")])
         ),
-        .testTarget(name: "CatenaTestingTests", dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport"]),
+        .testTarget(name: "CatenaTestingTests", dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]),
         .testTarget(
             name: "CatenaOperationsTests",
             dependencies: ["CatenaOperations", "Catena", "CatenaTestSupport", "ReqresAPI", "FlickrAPI"]

@@ -7,7 +7,7 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 
-/// Streamed calls through AsyncHTTPClient's delegate API: each body part goes from the
+/// Streamed calls. Most go through AsyncHTTPClient's delegate API: each body part goes from the
 /// event loop straight into the reader's window, and a full window holds the delegate's
 /// future, which stops AsyncHTTPClient reading from the socket.
 ///
@@ -35,6 +35,56 @@ extension AsyncHTTPClientTransport {
             delegate.cancelHead()
         }
         return try delegate.answer()
+    }
+
+    /// One exchange, no redirects followed, its body read as it arrives by a task of
+    /// its own. Only streamed calls the delegate path cannot take come here (a streamed
+    /// or watched request body, a client that traces); see `sendStreamedThroughDelegate`.
+    func sendStreaming(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
+        let outgoing = try await outgoing(request)
+        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
+        let response: HTTPClientResponse
+        let started = ContinuousClock.now
+        do {
+            do {
+                // AsyncHTTPClient's deadline ends with the head: exactly the head timeout.
+                response = try await client.execute(outgoing, deadline: NIODeadline.now() + TimeAmount(timeout))
+            } catch let error where Self.isConnectionFailure(error) {
+                throw PreHeadFailure(error: error)
+            }
+            try checkHead(status: response.status, headers: response.headers, request: request)
+        } catch {
+            throw Self.map(error, request: request, timeout: timeout, limit: .max)
+        }
+        let timing = ResponseTiming(started: started, headArrived: .now)
+        request.report(.responseHead(status: Int(response.status.code), after: timing.timeToFirstByte))
+        let producer = Locked<Task<Void, Never>?>(nil)
+        let channel = BodyChannel(
+            request: request, window: request[option: StreamWindow.self],
+            idle: request[option: StreamIdleTimeout.self]
+        ) {
+            producer.withLock { $0 }?.cancel()
+        }
+        let body = response.body
+        // Reads as long as the reader has room: `send` waits while the window is full,
+        // and AsyncHTTPClient then stops reading from the socket.
+        let task = Task {
+            do {
+                for try await chunk in body {
+                    guard await channel.send(Data(bodyPart: chunk)) else { return }
+                }
+                channel.finish()
+            } catch {
+                channel.finish(Self.map(error, request: request, timeout: timeout, limit: .max))
+            }
+        }
+        producer.withLock { $0 = task }
+        if channel.hasEnded { task.cancel() }
+        var streamed = StreamedResponse(
+            status: Self.status(of: response.status),
+            headerFields: Self.fields(of: response.headers), body: ResponseBody(channel: channel), request: request)
+        streamed.timing = timing
+        return streamed
     }
 }
 

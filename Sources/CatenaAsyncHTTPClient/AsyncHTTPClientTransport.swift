@@ -266,7 +266,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     /// The request as AsyncHTTPClient takes it, its body opened afresh.
-    private func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
+    func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: try request.urlString())
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers = try headers(for: request)
@@ -283,56 +283,6 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
         }
         return outgoing
-    }
-
-    /// One exchange, no redirects followed, its body read as it arrives by a task of
-    /// its own. Only streamed calls the delegate path cannot take come here (a streamed
-    /// or watched request body, a client that traces); see `sendStreamedThroughDelegate`.
-    private func sendStreaming(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
-        let outgoing = try await outgoing(request)
-        guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
-        let response: HTTPClientResponse
-        let started = ContinuousClock.now
-        do {
-            do {
-                // AsyncHTTPClient's deadline ends with the head: exactly the head timeout.
-                response = try await client.execute(outgoing, deadline: NIODeadline.now() + TimeAmount(timeout))
-            } catch let error where Self.isConnectionFailure(error) {
-                throw PreHeadFailure(error: error)
-            }
-            try checkHead(status: response.status, headers: response.headers, request: request)
-        } catch {
-            throw Self.map(error, request: request, timeout: timeout, limit: .max)
-        }
-        let timing = ResponseTiming(started: started, headArrived: .now)
-        request.report(.responseHead(status: Int(response.status.code), after: timing.timeToFirstByte))
-        let producer = Locked<Task<Void, Never>?>(nil)
-        let channel = BodyChannel(
-            request: request, window: request[option: StreamWindow.self],
-            idle: request[option: StreamIdleTimeout.self]
-        ) {
-            producer.withLock { $0 }?.cancel()
-        }
-        let body = response.body
-        // Reads as long as the reader has room: `send` waits while the window is full,
-        // and AsyncHTTPClient then stops reading from the socket.
-        let task = Task {
-            do {
-                for try await chunk in body {
-                    guard await channel.send(Data(bodyPart: chunk)) else { return }
-                }
-                channel.finish()
-            } catch {
-                channel.finish(Self.map(error, request: request, timeout: timeout, limit: .max))
-            }
-        }
-        producer.withLock { $0 = task }
-        if channel.hasEnded { task.cancel() }
-        var streamed = StreamedResponse(
-            status: Self.status(of: response.status),
-            headerFields: Self.fields(of: response.headers), body: ResponseBody(channel: channel), request: request)
-        streamed.timing = timing
-        return streamed
     }
 
     /// One exchange, no redirects followed.

@@ -1,10 +1,11 @@
 import AsyncHTTPClient
-@testable import Catena
-@testable import CatenaAsyncHTTPClient
+import CatenaDemoServer
 import CatenaTesting
 import Foundation
 import NIOHTTP1
 import Testing
+@testable import Catena
+@testable import CatenaAsyncHTTPClient
 @testable import CatenaTestSupport
 
 /// `checkHead` reads a head's framing fields in one pass over its bytes. NIO's parser

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import CatenaCLI
+import CatenaDemoServer
 
 @Suite("catena's JSON layout for the terminal")
 struct JSONDisplayTests {

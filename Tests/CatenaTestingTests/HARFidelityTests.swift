@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Testing
 @testable import CatenaTestSupport
+import CatenaDemoServer
 
 /// Recordings that keep the bytes that crossed the wire, and replay of the HAR files
 /// browsers export (issue: record a real API once, replay it in tests).

@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Testing
 @testable import CatenaTestSupport
+import CatenaDemoServer
 
 /// Recording real exchanges with the demo server to a HAR file, and replaying them.
 @Suite("HAR recording and replay")

@@ -12,35 +12,6 @@ package import Foundation
 /// - **Idle timeout.** With `idle` set, a body that sends nothing for that long fails
 ///   with ``CatenaError/Code/timedOut``.
 package final class BodyChannel: Sendable {
-    // @unchecked Sendable: the idle timer is reached only under the lock or, once taken
-    // out, through `cancel()`, which dispatch sources allow from any thread.
-    private struct State: @unchecked Sendable {
-        var chunks: [Data] = []
-        var head = 0
-        var buffered = 0
-        /// Set when no more chunks will come: nil error for a clean end.
-        var end: CatenaError??
-        var reader: CheckedContinuation<Data?, any Error>?
-        var writer: CheckedContinuation<Bool, Never>?
-        /// The producer was told the window is full and waits for `onRoom`.
-        var producerPaused = false
-        /// A batching producer was told to call `wakeReader()` and has not yet.
-        var wakePending = false
-        /// The newest chunk gathers small parts (see ``BodyChannel/smallPart``). It may
-        /// have been read already: it is appended to only while `head` is short of the
-        /// end of `chunks`.
-        var lastGathers = false
-        var onTerminate: (@Sendable () -> Void)?
-        var onRoom: (@Sendable () -> Void)?
-        var timer: (any DispatchSourceTimer)?
-        /// The last chunk handed in or taken out; kept only for the idle timer.
-        var lastActivity = DispatchTime.now()
-        /// The most bytes ever held unread, for tests of the window.
-        var peak = 0
-        /// The most chunks ever held unread, for tests of the gathering.
-        var peakChunks = 0
-    }
-
     private let state = Locked(State())
     private let window: Int
     private let idle: Duration?
@@ -195,7 +166,7 @@ package final class BodyChannel: Sendable {
     package func wakeReader() {
         let handOver = state.withLock { state -> (CheckedContinuation<Data?, any Error>, Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?)? in
             state.wakePending = false
-            guard let reader = state.reader, let (chunk, room, writer) = take(from: &state) else { return nil }
+            guard let reader = state.reader, let (chunk, room, writer) = state.take(window: window, tracksActivity: idle != nil) else { return nil }
             state.reader = nil
             return (reader, chunk, room, writer)
         }
@@ -279,7 +250,7 @@ package final class BodyChannel: Sendable {
             guard let waiting = state.reader else { return (.none, writer, state.timer) }
             // A reader whose wake-up was deferred waits with chunks in the window: it
             // gets the oldest now, the rest and then the end from `next()`.
-            if let (chunk, _, _) = take(from: &state) { return (.chunk(waiting, chunk), writer, state.timer) }
+            if let (chunk, _, _) = state.take(window: window, tracksActivity: idle != nil) { return (.chunk(waiting, chunk), writer, state.timer) }
             return (.end(waiting), writer, state.timer)
         }
         timer?.cancel()
@@ -300,7 +271,7 @@ package final class BodyChannel: Sendable {
     func next() async throws(CatenaError) -> Data? {
         // A chunk already waiting is handed over without a continuation: a reader that
         // keeps up with a fast producer finds one most of the time.
-        if !Task.isCancelled, let (chunk, room, writer) = state.withLock({ take(from: &$0) }) {
+        if !Task.isCancelled, let (chunk, room, writer) = state.withLock({ $0.take(window: window, tracksActivity: idle != nil) }) {
             room?()
             writer?.resume(returning: true)
             return chunk
@@ -310,7 +281,7 @@ package final class BodyChannel: Sendable {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data?, any Error>) in
                     enum Now { case chunk(Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?), end(CatenaError?), cancelled, secondReader, wait }
                     let now = state.withLock { state -> Now in
-                        if let (chunk, room, writer) = take(from: &state) { return .chunk(chunk, room, writer) }
+                        if let (chunk, room, writer) = state.take(window: window, tracksActivity: idle != nil) { return .chunk(chunk, room, writer) }
                         if let end = state.end { return .end(end) }
                         if Task.isCancelled { return .cancelled }
                         // One reader: a second would strand the first one's wait.
@@ -344,32 +315,6 @@ package final class BodyChannel: Sendable {
         } catch {
             throw CatenaError(.cancelled, request: request, detail: "the task reading the streamed body was cancelled")
         }
-    }
-
-    /// Takes the oldest waiting chunk, with whoever should go on producing now that
-    /// there is room (a paused producer's `onRoom`, a waiting `send`).
-    private func take(from state: inout State) -> (Data, (@Sendable () -> Void)?, CheckedContinuation<Bool, Never>?)? {
-        guard state.head < state.chunks.count else { return nil }
-        let chunk = state.chunks[state.head]
-        state.chunks[state.head] = Data()
-        state.head += 1
-        state.buffered -= chunk.count
-        if idle != nil { state.lastActivity = .now() }
-        if state.head == state.chunks.count || state.head > 64 {
-            state.chunks.removeFirst(state.head)
-            state.head = 0
-        }
-        var room: (@Sendable () -> Void)?
-        var writer: CheckedContinuation<Bool, Never>?
-        if state.buffered < window / 2 + 1 {
-            if state.producerPaused {
-                state.producerPaused = false
-                room = state.onRoom
-            }
-            writer = state.writer
-            state.writer = nil
-        }
-        return (chunk, room, writer)
     }
 
     /// Ends the body from the reader's side (or the idle timer's): the transfer is

@@ -30,46 +30,6 @@ final class URLSessionCall: Sendable {
         var timing: ResponseTiming?
     }
 
-    private enum Phase { case running, redirecting, completed }
-
-    // @unchecked Sendable: the task, response and writer are reached only with
-    // the lock held, or, once taken out of it, through thread-safe entry points (`cancel()`,
-    // `resume()`) or on the session's serial delegate queue (the writer's writes).
-    private struct State: @unchecked Sendable {
-        var continuation: CheckedContinuation<Outcome, any Error>?
-        var started = false
-        /// Why the call was stopped before it started.
-        var stoppedEarly: (any Error)?
-        var task: URLSessionTask?
-        /// The deadline, on the router's one timer (``Deadlines``).
-        var deadline: Deadlines.Token?
-        var phase = Phase.running
-        /// The caller has its answer and the task was cancelled.
-        var cancelled = false
-        var response: HTTPURLResponse?
-        /// The header fields of `response`.
-        var fields = HTTPFields()
-        var body = Data()
-        /// The body's declared length when it arrives as sent (no coding) and is held in
-        /// memory: the call is answered when the last of those bytes arrives.
-        var declaredLength: Int?
-        var writer: DownloadWriter?
-        var challenged = false
-        /// A streamed call's body, once its head went to the caller.
-        var channel: BodyChannel?
-        /// The task was suspended because the reader's window was full.
-        var suspended = false
-        /// When the task was resumed, and when the head arrived.
-        var resumedAt: ContinuousClock.Instant?
-        var headAt: ContinuousClock.Instant?
-
-        /// The timing so far, the body ending `bodyEnded`.
-        func timing(bodyEnded: ContinuousClock.Instant?) -> ResponseTiming? {
-            guard let resumedAt, let headAt else { return nil }
-            return ResponseTiming(started: resumedAt, headArrived: headAt, bodyEnded: bodyEnded)
-        }
-    }
-
     private let request: APIRequest
     private let timeout: Duration
     private let limit: Int
@@ -251,77 +211,6 @@ final class URLSessionCall: Sendable {
             }
         }
         return .allow
-    }
-
-    /// A length the body cannot have, or two that disagree, is a framing error
-    /// (RFC 9112, section 6.3); a declared length over the limit fails before the body.
-    /// A body in a coding Catena does not decode fails here too, before libcurl (which
-    /// corelibs always lets decode what it can) reads a byte of it.
-    static func checkFraming(_ response: HTTPURLResponse, limit: Int, request: APIRequest) throws(CatenaError) {
-        var framing = URLSessionTransport.Framing()
-        _ = URLSessionTransport.fields(of: response, framing: &framing)
-        try checkFraming(framing, status: response.statusCode, limit: limit, request: request)
-    }
-
-    /// ``checkFraming(_:limit:request:)`` on the values of a response's framing fields,
-    /// read once (corelibs joins a repeated field's values with ", ", as one field).
-    static func checkFraming(_ framing: URLSessionTransport.Framing, status: Int, limit: Int, request: APIRequest) throws(CatenaError) {
-        let coding = framing.contentEncoding
-        // libcurl decodes every member it knows, `identity` as nothing; of those, Catena
-        // takes a single gzip or deflate as decoded, as on AsyncHTTPClient.
-        if let coding {
-            try ContentCoding.check(contentEncoding: [coding], status: status, request: request) {
-                let codings = $0.filter { $0 != "identity" }
-                return codings == ["gzip"] || codings == ["deflate"]
-            }
-        }
-        guard let declared = framing.contentLength else { return }
-        // Both framings at once may be an attempt at response splitting (RFC 9112, section
-        // 6.3), refused as NIO's parser refuses it on AsyncHTTPClient.
-        guard framing.transferEncoding == nil else {
-            throw CatenaError(
-                .invalidResponse, request: request, detail: "the response has both a Content-Length and a Transfer-Encoding")
-        }
-        guard let length = onlyLength(declared) else {
-            throw CatenaError(
-                .invalidResponse, request: request,
-                detail: "the response's Content-Length \"\(declared.prefix(64))\" is not one length")
-        }
-        // As the coding check reads it: members trimmed, `identity` no coding.
-        let encoded = coding.map { !ContentCoding.codings([$0]).isEmpty } ?? false
-        if !encoded, length > Int64(limit) {
-            throw CatenaError(
-                .invalidResponse, request: request,
-                detail: "the body has \(length) bytes, more than the \(limit) allowed (MaximumResponseSize)")
-        }
-    }
-
-    /// The one length a Content-Length value states: runs of ASCII digits separated by
-    /// commas (corelibs joins repeated fields that way; empty list elements are skipped,
-    /// RFC 9110, section 5.6.1), each with optional spaces or tabs around it, all the
-    /// same text. `nil` for anything else, or a length beyond `Int64`.
-    static func onlyLength(_ value: String) -> Int64? {
-        var length: Int64?
-        var first: ArraySlice<UInt8>?
-        for piece in value.utf8.split(separator: UInt8(ascii: ",")) {
-            var digits = piece[...]
-            while let first = digits.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { digits.removeFirst() }
-            while let last = digits.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { digits.removeLast() }
-            guard !digits.isEmpty else { return nil }
-            var number: Int64 = 0
-            for digit in digits {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) else { return nil }
-                let (times, overflow) = number.multipliedReportingOverflow(by: 10)
-                let (sum, overflowAgain) = times.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
-                guard !overflow, !overflowAgain else { return nil }
-                number = sum
-            }
-            // The same text, not only the same number ("05, 5" is refused, as on AsyncHTTPClient).
-            guard first.map({ $0.elementsEqual(digits) }) ?? true else { return nil }
-            first = first ?? ArraySlice(digits)
-            length = number
-        }
-        return length
     }
 
     /// Hands the head to the caller now and the body to a channel as it arrives. The

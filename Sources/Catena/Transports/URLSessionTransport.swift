@@ -210,67 +210,6 @@ public struct URLSessionTransport: HTTPLoader {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// The values of the fields that decide how a body is framed and coded, as the server
-    /// sent them: `HTTPFields` makes a value legal (a control byte becomes a space, and
-    /// leading and trailing ones go), which would let "gzip\u{1}" pass for gzip.
-    struct Framing {
-        var contentLength: String?
-        var contentEncoding: String?
-        var transferEncoding: String?
-
-        /// Keeps `value` when `name` is one of the three (compared without case; repeated
-        /// ones joined with ", ", as corelibs joins repeated fields).
-        mutating func note(_ name: String, _ value: String) {
-            func join(_ old: String?) -> String { old.map { $0 + ", " + value } ?? value }
-            switch name.utf8.count {
-            case 14 where name.equalsIgnoringASCIICase("content-length"): contentLength = join(contentLength)
-            case 16 where name.equalsIgnoringASCIICase("content-encoding"): contentEncoding = join(contentEncoding)
-            case 17 where name.equalsIgnoringASCIICase("transfer-encoding"): transferEncoding = join(transferEncoding)
-            default: break
-            }
-        }
-    }
-
-    /// The response's header fields, and in `framing` the raw values of those that frame
-    /// its body.
-    static func fields(of response: HTTPURLResponse, framing: inout Framing) -> HTTPFields {
-        var fields = HTTPFields()
-        for (name, value) in response.allHeaderFields {
-            guard let text = name as? String, let value = value as? String else { continue }
-            framing.note(text, value)
-            guard let name = HTTPField.Name(text) else { continue }
-            if name == .setCookie {
-                // URLSession joins repeated fields with ", ": Set-Cookie is the one field
-                // whose values cannot be joined (RFC 9110, section 5.3), so split it again.
-                for cookie in splitJoinedSetCookie(value) { fields.append(HTTPField(name: name, value: cookie)) }
-            } else {
-                fields.append(HTTPField(name: name, value: value))
-            }
-        }
-        return fields
-    }
-
-    /// The Set-Cookie values in `joined`: a comma separates two when a cookie name and
-    /// "=" follow it, so the comma of an Expires date ("Wed, 21 Oct 2026 …") stays.
-    static func splitJoinedSetCookie(_ joined: String) -> [String] {
-        var values: [String] = []
-        var current = Substring(joined)
-        var searchFrom = current.startIndex
-        while let comma = current[searchFrom...].firstIndex(of: ",") {
-            let rest = current[current.index(after: comma)...].drop { $0 == " " || $0 == "\t" }
-            let token = rest.prefix { $0 != "=" && $0 != ";" && $0 != "," && $0 != " " && $0 != "\t" }
-            if !token.isEmpty, rest.dropFirst(token.count).first == "=" {
-                values.append(String(current[..<comma]))
-                current = rest
-                searchFrom = current.startIndex
-            } else {
-                searchFrom = current.index(after: comma)
-            }
-        }
-        values.append(String(current))
-        return values.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
-    }
-
     /// URLSession does not expose the reason phrase the server sent; use the standard one.
     static func reasonPhrase(_ code: Int) -> String {
         switch code {

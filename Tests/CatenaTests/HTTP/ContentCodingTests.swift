@@ -3,6 +3,7 @@ import CatenaTesting
 import Foundation
 import HTTPTypes
 import Testing
+import CatenaDemoServer
 
 @Suite("Content codings a response may arrive in")
 struct ContentCodingTests {

@@ -3,6 +3,7 @@ import CatenaTesting
 import Foundation
 import HTTPTypes
 import Testing
+import CatenaDemoServer
 
 /// A clock tests move by hand.
 final class TestDate: Sendable {

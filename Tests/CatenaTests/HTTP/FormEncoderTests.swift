@@ -2,6 +2,7 @@
 import CatenaTesting
 import Foundation
 import Testing
+import CatenaDemoServer
 
 @Suite("Encodable as query items and form fields")
 struct FormEncoderTests {

@@ -6,6 +6,7 @@ import FoundationNetworking
 #endif
 import HTTPTypes
 import Testing
+import CatenaDemoServer
 
 /// Random text: printable ASCII, the separators HTTP parsers split on, digits, and a
 /// few scalars outside ASCII.

@@ -2,6 +2,7 @@
 import CatenaTesting
 import Foundation
 import Testing
+import CatenaDemoServer
 
 /// Caller text that becomes a multipart header line can never add a header or end
 /// the part's head early, whatever its bytes.

@@ -3,6 +3,7 @@ import CatenaTesting
 import Foundation
 import HTTPTypes
 import Testing
+import CatenaDemoServer
 
 @Suite("APIRequest: URL parts, encoding, validation")
 struct RequestTests {

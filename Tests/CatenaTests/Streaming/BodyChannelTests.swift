@@ -2,6 +2,7 @@
 import CatenaTesting
 import Foundation
 import Testing
+import CatenaDemoServer
 
 /// The window between a transport and the task reading a streamed body, without a
 /// transport: a batching producer (AsyncHTTPClient's) wakes its reader once per batch,

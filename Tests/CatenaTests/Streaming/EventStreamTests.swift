@@ -2,6 +2,7 @@
 import CatenaTesting
 import Foundation
 import Testing
+import CatenaDemoServer
 
 /// The event-stream and JSON Lines readers: the spec's rules as examples, and the
 /// same answer however the bytes are cut into chunks.

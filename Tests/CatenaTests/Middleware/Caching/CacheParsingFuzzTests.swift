@@ -3,6 +3,7 @@ import CatenaTesting
 import Foundation
 import HTTPTypes
 import Testing
+import CatenaDemoServer
 
 /// Random and adversarial header values for the HTTP cache's parsers: none may trap,
 /// and well-formed values mean what they say.

@@ -1,5 +1,6 @@
-/// A small, fast, seeded random number generator (SplitMix64), for property-based and
-/// fuzz tests: print the seed of a run, and a failure replays exactly from it.
+#if DemoServer
+/// A small, fast, seeded random number generator (SplitMix64): the demo server's
+/// generated photos, and property-based and fuzz tests: print the seed of a run, and a failure replays exactly from it.
 ///
 /// ```swift
 /// let seed = UInt64.random(in: 0...UInt64.max)
@@ -23,3 +24,4 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
         return mixed ^ (mixed >> 31)
     }
 }
+#endif

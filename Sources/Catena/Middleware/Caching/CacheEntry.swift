@@ -1,0 +1,112 @@
+import Foundation
+import HTTPTypes
+
+/// A stored response.
+struct CacheEntry: Sendable {
+    let status: HTTPResponse.Status
+    let headerFields: HTTPFields
+    let body: Data
+    let receivedAt: Date
+    /// Request header values named by the response's `Vary`.
+    let varying: [HTTPField.Name: String]
+    let directives: CacheControl
+    /// How long the response stays fresh, in seconds.
+    let lifetime: TimeInterval
+
+    static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 410]
+
+    /// The entry for `response`, or nil when HTTP says it may not be stored.
+    init?(response: APIResponse, request: APIRequest, receivedAt: Date) {
+        let directives = CacheControl(response.headerFields[.cacheControl])
+        guard Self.cacheableStatuses.contains(response.status.code), !directives.noStore,
+            !CacheControl(request.headerFields[.cacheControl]).noStore
+        else { return nil }
+        if request.carriesCredentials, !directives.isPublic { return nil }
+        var varying: [HTTPField.Name: String] = [:]
+        for name in (response.headerFields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            guard name != "*", let field = HTTPField.Name(name) else { return nil }
+            varying[field] = request.headerFields[field] ?? ""
+        }
+        self.status = response.status
+        self.headerFields = response.headerFields
+        self.body = response.body
+        self.receivedAt = receivedAt
+        self.varying = varying
+        self.directives = directives
+        self.lifetime = Self.lifetime(of: response.headerFields, directives: directives, receivedAt: receivedAt)
+        guard lifetime > 0 || hasValidator else { return nil }
+    }
+
+    private init(copying entry: CacheEntry, headerFields: HTTPFields, receivedAt: Date) {
+        status = entry.status
+        self.headerFields = headerFields
+        body = entry.body
+        self.receivedAt = receivedAt
+        varying = entry.varying
+        directives = CacheControl(headerFields[.cacheControl])
+        lifetime = Self.lifetime(of: headerFields, directives: directives, receivedAt: receivedAt)
+    }
+
+    /// The body and header fields, roughly, in bytes.
+    var cost: Int { body.count + headerFields.reduce(0) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 } }
+
+    var hasValidator: Bool { headerFields[.eTag] != nil || headerFields[.lastModified] != nil }
+
+    /// How long the response stays fresh, in seconds: `max-age`, else `Expires` - `Date`.
+    /// Worked out once per stored response (dates are costly to parse), not per lookup.
+    static func lifetime(of fields: HTTPFields, directives: CacheControl, receivedAt: Date) -> TimeInterval {
+        if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
+        if let expires = fields[.expires] {
+            guard let expiry = HTTPDate.parse(expires) else { return 0 }  // an invalid Expires means "already expired"
+            let date = fields[.date].flatMap(HTTPDate.parse) ?? receivedAt
+            return max(0, expiry.timeIntervalSince(date))
+        }
+        return 0
+    }
+
+    /// The response's age at `now`: its `Age` when received plus the time since.
+    func age(at now: Date) -> TimeInterval {
+        // Age is delta-seconds: "1e19", "inf", "-5" or "nan" count as 0, huge as 2^31.
+        let initial = headerFields[.age].map { CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+        return TimeInterval(initial) + max(0, now.timeIntervalSince(receivedAt))
+    }
+
+    func isFresh(at now: Date) -> Bool { age(at: now) < lifetime }
+
+    func matches(_ request: APIRequest) -> Bool {
+        varying.allSatisfy { name, value in (request.headerFields[name] ?? "") == value }
+    }
+
+    /// `request` asking the server whether this entry is still current.
+    func conditional(_ request: APIRequest) -> APIRequest {
+        var request = request
+        if let tag = headerFields[.eTag] { request.headerFields[.ifNoneMatch] = tag }
+        if let modified = headerFields[.lastModified] { request.headerFields[.ifModifiedSince] = modified }
+        return request
+    }
+
+    /// This entry with the header fields of a 304 that confirmed it (RFC 9111 §4.3.4).
+    func refreshed(by notModified: APIResponse, at now: Date) -> CacheEntry {
+        var fields = headerFields
+        for field in notModified.headerFields where field.name != .contentLength {
+            fields[field.name] = field.value
+        }
+        if notModified.headerFields[.age] == nil { fields[.age] = nil }
+        return CacheEntry(copying: self, headerFields: fields, receivedAt: now)
+    }
+
+    /// The stored response, as the answer to `request`, with its current `Age`.
+    func response(to request: APIRequest, at now: Date) -> APIResponse {
+        var fields = headerFields
+        let age = age(at: now)
+        fields[.age] = String(age.isFinite ? Int(min(age, TimeInterval(CacheControl.maximumDeltaSeconds))) : CacheControl.maximumDeltaSeconds)
+        return APIResponse(status: status, headerFields: fields, body: body, request: request)
+    }
+}
+
+extension APIRequest {
+    /// Whether the caller asked a conditional question of its own.
+    var hasConditions: Bool {
+        headerFields[.ifNoneMatch] != nil || headerFields[.ifModifiedSince] != nil
+    }
+}

@@ -1,0 +1,151 @@
+public import Foundation
+import HTTPTypes
+
+/// An in-memory HTTP cache for GET responses, bounded in size, that follows what the
+/// server says (RFC 9111, as a private cache):
+///
+/// - A response is stored only if it may be: status 200, 203, 204, 300, 301, 308, 404,
+///   410; no `no-store` on the request or the response; not `Vary: *`; and with either
+///   a freshness lifetime (`max-age`, or `Expires` after `Date`) or a validator (`ETag`,
+///   `Last-Modified`). A response to a request that carried credentials
+///   (`Authorization`, `Cookie`, `Proxy-Authorization`) is stored only if it says
+///   `public`.
+/// - A fresh entry answers at once. A stale one, or one marked `no-cache` (by the
+///   response, or by the request with `no-cache` / `max-age=0`), is revalidated with
+///   `If-None-Match` / `If-Modified-Since`; a 304 refreshes the entry and returns it.
+/// - A successful POST, PUT, PATCH or DELETE drops the entry for its URL.
+/// - When the stored bodies and header fields pass ``maximumBytes``, the least
+///   recently used entries go.
+///
+/// Put it early in the chain (after the environment, before retry and the transport),
+/// so that a hit costs no network work:
+///
+/// ```swift
+/// let cache = HTTPCache(maximumBytes: 20 << 20)
+/// let chain = ApplyEnvironment(env) --> cache --> Retry() --> AsyncHTTPClientTransport()
+/// ```
+public struct HTTPCache: HTTPMiddleware {
+    /// How the cache answered so far.
+    public struct Statistics: Sendable, Equatable {
+        /// Fresh entries returned without a request.
+        public var hits = 0
+        /// Stale entries the server confirmed with 304.
+        public var revalidated = 0
+        /// Requests sent on without a usable entry (or whose entry the server replaced).
+        public var misses = 0
+        /// Responses stored.
+        public var stored = 0
+        /// Entries dropped to stay within the size bound.
+        public var evicted = 0
+
+        /// Responses that came from the cache: hits plus revalidations.
+        public var fromCache: Int { hits + revalidated }
+    }
+
+    /// The most bytes (bodies and header fields) the cache keeps.
+    public let maximumBytes: Int
+    private let store: CacheStore
+    private let now: @Sendable () -> Date
+
+    /// A cache of at most `maximumBytes`; `now` is the clock (tests pass their own).
+    public init(maximumBytes: Int = 10 << 20, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.maximumBytes = max(0, maximumBytes)
+        self.store = CacheStore()
+        self.now = now
+    }
+
+    /// What the cache has done so far.
+    public var statistics: Statistics { store.statistics }
+
+    /// How many responses it holds, and their size in bytes.
+    public var usage: (entries: Int, bytes: Int) { store.usage }
+
+    /// Empties the cache (statistics stay).
+    public func reset() async {
+        store.removeAll()
+    }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        try requireAbsolute(request, loader: "HTTPCache")
+        // A download's body goes to a file, not through here: never answered from the
+        // cache, never stored.
+        guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
+            return try await next.load(request)
+        }
+        // Keyed by who asks, too: one identity's answers never reach another.
+        let url = address + "\u{0}" + request.identityFingerprint
+        guard request.method == .get else {
+            let response = try await next.load(request)
+            if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(response.status.code) {
+                store.removeAll(forAddress: address)
+            }
+            return response
+        }
+        let directives = CacheControl(request.headerFields[.cacheControl])
+        if directives.noStore { return try await next.load(request) }
+
+        let entry = store.entry(for: url, matching: request)
+        if let entry, !directives.noCache, directives.maxAge != 0, !entry.directives.noCache, entry.isFresh(at: now()) {
+            store.count(\.hits)
+            request.report(.cache(.hit))
+            return entry.response(to: request, at: now())
+        }
+        guard let entry, entry.hasValidator, !request.hasConditions else {
+            store.count(\.misses)
+            request.report(.cache(.miss))
+            let response = try await next.load(request)
+            keep(response, for: request, sent: response.request, url: url)
+            return response
+        }
+        let answer: APIResponse
+        do {
+            answer = try await next.load(entry.conditional(request))
+        } catch {
+            // A Validate below the cache does not know that a 304 answers the cache's
+            // own question, and fails it: that 304 is still the answer.
+            guard let response = error.response, response.status.code == 304 else { throw error }
+            answer = response
+        }
+        guard answer.status.code == 304 else {
+            store.count(\.misses)
+            request.report(.cache(.miss))
+            let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
+            keep(response, for: request, sent: answer.request, url: url)
+            return response
+        }
+        let refreshed = entry.refreshed(by: answer, at: now())
+        store.put(refreshed, for: url, limit: maximumBytes)
+        store.count(\.revalidated)
+        request.report(.cache(.revalidated))
+        return refreshed.response(to: request, at: now())
+    }
+
+    /// Streams pass through, neither answered from the cache nor stored (a body read
+    /// as it comes is not kept); a successful unsafe request still drops the entries
+    /// for its URL.
+    public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
+        try requireAbsolute(request, loader: "HTTPCache")
+        let streamed = try await next.stream(request)
+        if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(streamed.status.code),
+            let address = try? request.urlString()
+        {
+            store.removeAll(forAddress: address)
+        }
+        return streamed
+    }
+
+    /// Stores `response` unless HTTP forbids it. `sent` is the request as the loaders
+    /// below sent it: placed above an auth loader, the cache sees no credentials in
+    /// `request`, but the answer was still for one identity and stays private.
+    private func keep(_ response: APIResponse, for request: APIRequest, sent: APIRequest, url: String) {
+        if sent.carriesCredentials, !CacheControl(response.headerFields[.cacheControl]).isPublic {
+            store.remove(url)
+            return
+        }
+        guard let entry = CacheEntry(response: response, request: request, receivedAt: now()) else {
+            store.remove(url)
+            return
+        }
+        store.put(entry, for: url, limit: maximumBytes)
+    }
+}

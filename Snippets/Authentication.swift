@@ -14,8 +14,8 @@ import CatenaAsyncHTTPClient
 
 // snippet.basic
 let basic =
-    ApplyEnvironment(environment)
-    --> BasicAuth(hosts: [origin], credentials: BasicCredentials(user: "catena", password: "chains"))
+    EnvironmentMiddleware(environment)
+    --> BasicAuthMiddleware(hosts: [origin], credentials: BasicCredentials(user: "catena", password: "chains"))
     --> AsyncHTTPClientTransport()
 let answer = try await basic.load(try APIRequest(.get, path: ["api", "basic-auth"]))
 print(answer.status)  // 200 OK; a request to any other origin goes out without the header
@@ -26,8 +26,8 @@ let transport = AsyncHTTPClientTransport()
 let oauth = OAuth2PasswordFlow(
     tokenURL: server.baseURL.appendingPathComponent("oauth/token"),
     username: "janet.weaver@reqres.in", password: "secret", loader: transport)
-let auth = TokenAuth(hosts: [origin], refresh: oauth.refresh)
-let chain = ResetGuard() --> ApplyEnvironment(environment) --> auth --> transport
+let auth = TokenAuthMiddleware(hosts: [origin], refresh: oauth.refresh)
+let chain = ResetGuardMiddleware() --> EnvironmentMiddleware(environment) --> auth --> transport
 
 // The first call logs in; later ones reuse the token, and a 401 refreshes it once.
 let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"]))

@@ -12,11 +12,11 @@ import Catena
 import CatenaAsyncHTTPClient
 
 // snippet.chain
-let cache = HTTPCache(maximumBytes: 20 << 20)  // least recently used entries go first
+let cache = CacheMiddleware(maximumBytes: 20 << 20)  // least recently used entries go first
 let chain =
-    ApplyEnvironment(environment)  // the cache keys on the whole URL, so after this
+    EnvironmentMiddleware(environment)  // the cache keys on the whole URL, so after this
     --> cache
-    --> Retry()  // a retried call is stored once
+    --> RetryMiddleware()  // a retried call is stored once
     --> AsyncHTTPClientTransport()
 // snippet.end
 

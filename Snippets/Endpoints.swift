@@ -47,7 +47,7 @@ struct DeleteUserEndpoint: VoidEndpoint {  // accepts 204 and an empty body
 // snippet.end
 
 // snippet.client
-let client = Client(ApplyEnvironment(environment) --> Retry() --> AsyncHTTPClientTransport())
+let client = Client(EnvironmentMiddleware(environment) --> RetryMiddleware() --> AsyncHTTPClientTransport())
 let user = try await client.send(UserEndpoint(id: 2))  // User
 try await client.send(DeleteUserEndpoint(id: 2))  // Void
 let sent = try await client.sendWithMetadata(UserEndpoint(id: 2))  // content with status, headers, duration

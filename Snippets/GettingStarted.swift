@@ -19,7 +19,7 @@ let environment = ServerEnvironment(
     headerFields: [HTTPField.Name("x-api-key")!: apiKey])  // a secret: redacted in logs and errors
 
 let chain =
-    ApplyEnvironment(environment)
+    EnvironmentMiddleware(environment)
     --> LogMiddleware(logger: Logger(label: "api"))
     --> AsyncHTTPClientTransport()
 // snippet.end

@@ -16,7 +16,7 @@ import CatenaAsyncHTTPClient
 // The CA's PEM, say from a file: `String(contentsOfFile: "ca.pem", encoding: .utf8)`.
 let trust = try ServerTrust(additionalRootsPEM: caPEM)  // besides the system's roots
 let transport = try AsyncHTTPClientTransport(trust: trust)  // throws what it cannot check
-let chain = ApplyEnvironment(ServerEnvironment(host: "127.0.0.1", port: server.port)) --> transport
+let chain = EnvironmentMiddleware(ServerEnvironment(host: "127.0.0.1", port: server.port)) --> transport
 // snippet.end
 
 // snippet.call
@@ -34,7 +34,7 @@ print(answers)  // twelve 200s
 
 // snippet.untrusted
 do {
-    _ = try await (ApplyEnvironment(ServerEnvironment(host: "127.0.0.1", port: server.port)) --> AsyncHTTPClientTransport())
+    _ = try await (EnvironmentMiddleware(ServerEnvironment(host: "127.0.0.1", port: server.port)) --> AsyncHTTPClientTransport())
         .load(try .get("api", "users", "2"))
 } catch {
     print(error.code)  // untrustedServer: the system's roots do not know the demo CA
@@ -53,7 +53,7 @@ let intermediateDER = intermediate.certificateDER
 // Pinning by trust anchor: your root alone, the system's left out. A chain through
 // its intermediates is accepted; any other server fails before a byte is sent.
 let pinned = try AsyncHTTPClientTransport(trust: ServerTrust(additionalRoots: [rootDER], excludesSystemRoots: true))
-let viaIntermediate = ApplyEnvironment(ServerEnvironment(host: "127.0.0.1", port: chained.port)) --> pinned
+let viaIntermediate = EnvironmentMiddleware(ServerEnvironment(host: "127.0.0.1", port: chained.port)) --> pinned
 print(try await viaIntermediate.load(try .get("api", "users", "2")).status.code)  // 200
 
 // An intermediate (or a leaf) cannot be the anchor here: refused at setup.

@@ -37,7 +37,7 @@ struct ListUsers: JSONEndpoint {
     }
 }
 
-let client = Client(ApplyEnvironment(environment) --> AsyncHTTPClientTransport())
+let client = Client(EnvironmentMiddleware(environment) --> AsyncHTTPClientTransport())
 // snippet.end
 
 // snippet.observe

@@ -36,15 +36,15 @@ struct AppVersion: HTTPMiddleware {
 
 // snippet.chain
 let chain =
-    ResetGuard()  // reset() cancels what is in flight, then resets every loader below
-    --> ApplyEnvironment(ServerEnvironment(scheme: "http", host: "127.0.0.1", port: server.port))
+    ResetGuardMiddleware()  // reset() cancels what is in flight, then resets every loader below
+    --> EnvironmentMiddleware(ServerEnvironment(scheme: "http", host: "127.0.0.1", port: server.port))
     --> AppVersion(version: "2.1")
     --> LogMiddleware(logger: logger)
-    --> Deduplicate()  // identical GETs that opt in share one call
-    --> Throttle(maxInFlight: 6)
-    --> Retry()
-    --> Validate(Acceptance(contentTypes: ["application/json"]))
-    --> TokenAuth(hosts: ["127.0.0.1:\(server.port)"], allowHTTP: true, refresh: oauth.refresh)
+    --> DeduplicationMiddleware()  // identical GETs that opt in share one call
+    --> ThrottleMiddleware(maxInFlight: 6)
+    --> RetryMiddleware()
+    --> ValidationMiddleware(Acceptance(contentTypes: ["application/json"]))
+    --> TokenAuthMiddleware(hosts: ["127.0.0.1:\(server.port)"], allowHTTP: true, refresh: oauth.refresh)
     --> AsyncHTTPClientTransport()
 // snippet.end
 
@@ -58,12 +58,12 @@ _ = try await chain.load(post)
 
 // snippet.modify
 let tagged =
-    ModifyRequest { $0.headerFields[HTTPField.Name("x-request-id")!] = UUID().uuidString }
+    RequestModifierMiddleware { $0.headerFields[HTTPField.Name("x-request-id")!] = UUID().uuidString }
     --> AsyncHTTPClientTransport()
 // snippet.end
 
 // snippet.composite
-let intranet = BasicAuth(hosts: ["intranet"], allowHTTP: true, credentials: BasicCredentials(user: "me", password: "secret"))
+let intranet = BasicAuthMiddleware(hosts: ["intranet"], allowHTTP: true, credentials: BasicCredentials(user: "me", password: "secret"))
 let routed = Composite(
     [.init(name: "intranet", loader: intranet --> AsyncHTTPClientTransport()) { $0.host == "intranet" }],
     fallback: chain)

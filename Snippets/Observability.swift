@@ -19,8 +19,8 @@ import CatenaObservability
 let chain =
     TracingMiddleware()
     --> MetricsMiddleware(hosts: .firstSeen(20))  // label cardinality stays bounded
-    --> ApplyEnvironment(environment)
-    --> Retry()
+    --> EnvironmentMiddleware(environment)
+    --> RetryMiddleware()
     --> AsyncHTTPClientTransport()
 // snippet.end
 

@@ -21,9 +21,9 @@ import CatenaOpenAPI
 // snippet.transport
 // The chain a generated client's requests go through: retries, a token, a cache.
 let transport = CatenaClientTransport(
-    Retry()
-        --> TokenAuth(hosts: [origin], refresh: oauth.refresh)
-        --> HTTPCache()
+    RetryMiddleware()
+        --> TokenAuthMiddleware(hosts: [origin], refresh: oauth.refresh)
+        --> CacheMiddleware()
         --> AsyncHTTPClientTransport())
 // A generated client takes it unchanged:
 //     let client = Client(serverURL: server.baseURL, transport: transport)

@@ -35,7 +35,7 @@ struct GetUser: JSONEndpoint {
     }
 }
 
-let client = Client(ApplyEnvironment(environment) --> AsyncHTTPClientTransport())
+let client = Client(EnvironmentMiddleware(environment) --> AsyncHTTPClientTransport())
 // snippet.end
 
 // snippet.chain

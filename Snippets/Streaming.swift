@@ -11,7 +11,7 @@ let environment = ServerEnvironment(scheme: "http", host: "127.0.0.1", port: ser
 import Catena
 import CatenaAsyncHTTPClient
 
-let chain = ApplyEnvironment(environment) --> Retry() --> AsyncHTTPClientTransport()
+let chain = EnvironmentMiddleware(environment) --> RetryMiddleware() --> AsyncHTTPClientTransport()
 
 // snippet.chunks
 // `stream` returns once the head has arrived; the body is read as it comes.

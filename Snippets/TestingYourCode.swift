@@ -18,7 +18,7 @@ mock.on(.get, "/api/users/*", json: #"{"data": {"id": 2, "email": "janet.weaver@
 mock.respond(status: .serviceUnavailable, json: #"{"error": "down"}"#)  // queued: the next unmatched request
 mock.respond(status: .noContent)  // and the one after
 
-let chain = Retry() --> mock  // the chain under test, with the mock as its transport
+let chain = RetryMiddleware() --> mock  // the chain under test, with the mock as its transport
 let user = try await chain.load(try APIRequest(urlString: "https://api.example.com/api/users/2"))
 let deleted = try await chain.load(try APIRequest(.delete, urlString: "https://api.example.com/api/users/2"))
 print(user.status, deleted.status, mock.requests.count)  // 200 OK, 204 No Content (after a retry), 3
@@ -27,14 +27,14 @@ print(user.status, deleted.status, mock.requests.count)  // 200 OK, 204 No Conte
 // snippet.record
 // Real exchanges, recorded right above the transport; secrets come out `<redacted>`.
 let recorder = HARRecorder()
-let recording = ApplyEnvironment(environment) --> recorder --> AsyncHTTPClientTransport()
+let recording = EnvironmentMiddleware(environment) --> recorder --> AsyncHTTPClientTransport()
 _ = try await recording.load(try APIRequest(.get, path: ["api", "users", "2"]))
 let file = FileManager.default.temporaryDirectory.appendingPathComponent("users.har")
 try recorder.har.write(to: file)  // opens in a browser's developer tools
 // snippet.end
 
 // snippet.replay
-let replay = ApplyEnvironment(environment) --> (try HARReplayTransport(contentsOf: file))
+let replay = EnvironmentMiddleware(environment) --> (try HARReplayTransport(contentsOf: file))
 let replayed = try await replay.load(try APIRequest(.get, path: ["api", "users", "2"]))
 print(replayed.status)  // 200 OK, from the file; a request it has no answer for fails, naming it
 // snippet.end
@@ -44,7 +44,7 @@ print(replayed.status)  // 200 OK, from the file; a request it has no answer for
 //   catena get https://api.example.com/api/users/2 --bearer "$TOKEN" --har Tests/Fixtures/users.har
 // (the token comes out <redacted>), replayed offline through the chain the app uses.
 func fetchUser(_ id: Int, replaying fixture: URL) async throws -> APIResponse {
-    let chain = ApplyEnvironment(environment) --> Retry() --> (try HARReplayTransport(contentsOf: fixture))
+    let chain = EnvironmentMiddleware(environment) --> RetryMiddleware() --> (try HARReplayTransport(contentsOf: fixture))
     return try await chain.load(try APIRequest(.get, path: ["api", "users", String(id)])).validateStatus()
 }
 let fixtureUser = try await fetchUser(2, replaying: file)

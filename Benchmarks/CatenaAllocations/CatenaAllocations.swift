@@ -126,7 +126,7 @@ enum CatenaAllocations {
         let ahc = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client)
         let quiet = Logger(label: "allocations") { _ in SwiftLogNoOpLogHandler() }
         let environmentOption = ServerEnvironment(baseURL: base)!
-        let ahcChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> ahc
+        let ahcChain = EnvironmentMiddleware(environmentOption) --> LogMiddleware(logger: quiet) --> ahc
         let absolute = APIRequest(.get, url: userURL)
         let relative = try APIRequest(.get, path: ["api", "users", "2"])
         let watched = {
@@ -140,7 +140,7 @@ enum CatenaAllocations {
         let session = URLSession(configuration: configuration)
         let gatheringSession = GatheringSession(configuration: configuration)
         let urlSession = URLSessionTransport(configuration: configuration)
-        let urlSessionChain = ApplyEnvironment(environmentOption) --> LogMiddleware(logger: quiet) --> urlSession
+        let urlSessionChain = EnvironmentMiddleware(environmentOption) --> LogMiddleware(logger: quiet) --> urlSession
 
         // Server-sent events: a stream of 1,000 small events per call, counted per event.
         let events = 1000

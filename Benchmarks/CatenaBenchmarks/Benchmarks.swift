@@ -69,7 +69,7 @@ enum Benchmarks {
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
             configuration: AsyncHTTPClientTransport.defaultConfiguration)
         let ahcAlone = AsyncHTTPClientTransport(client: rawClient)
-        let ahcChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> ahcAlone
+        let ahcChain = EnvironmentMiddleware(environment) --> LogMiddleware(logger: quiet) --> ahcAlone
 
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
@@ -78,7 +78,7 @@ enum Benchmarks {
         let rawSession = URLSession(configuration: configuration)
         let gatheringSession = GatheringSession(configuration: configuration)
         let urlSessionAlone = URLSessionTransport(configuration: configuration)
-        let urlSessionChain = ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> urlSessionAlone
+        let urlSessionChain = EnvironmentMiddleware(environment) --> LogMiddleware(logger: quiet) --> urlSessionAlone
         let absolute = try APIRequest(.get, baseURL: base, path: ["api", "users", "2"])
         let absoluteWithProgress = {
             var request = absolute

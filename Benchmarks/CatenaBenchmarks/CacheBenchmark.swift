@@ -2,15 +2,15 @@ import Catena
 import CatenaAsyncHTTPClient
 import Foundation
 
-/// 2,000 GETs of one URL through the chain with an `HTTPCache` and without it, in
+/// 2,000 GETs of one URL through the chain with an `CacheMiddleware` and without it, in
 /// interleaved rounds: a URL fresh for an hour (hits), and the users list, which says
 /// `no-cache` (every GET is a conditional request answered with 304).
 func cacheBenchmark(base: URL, rounds: Int) async throws {
     let count = 2_000
     let environment = ServerEnvironment(baseURL: base)!
     let transport = AsyncHTTPClientTransport()
-    let plain = ApplyEnvironment(environment) --> transport
-    print("| \(count) GETs of one URL (AsyncHTTPClient, \(rounds) interleaved rounds) | without cache, ms | with `HTTPCache`, ms | with / without |")
+    let plain = EnvironmentMiddleware(environment) --> transport
+    print("| \(count) GETs of one URL (AsyncHTTPClient, \(rounds) interleaved rounds) | without cache, ms | with `CacheMiddleware`, ms | with / without |")
     print("|---|---:|---:|---:|")
     for (name, request) in [
         (
@@ -19,8 +19,8 @@ func cacheBenchmark(base: URL, rounds: Int) async throws {
         ),
         ("`no-cache` + ETag (each GET revalidated: 304)", try APIRequest(.get, path: ["api", "users", "2"])),
     ] {
-        let cache = HTTPCache()
-        let cached = ApplyEnvironment(environment) --> cache --> transport
+        let cache = CacheMiddleware()
+        let cached = EnvironmentMiddleware(environment) --> cache --> transport
         var without: [Double] = [], with: [Double] = []
         for _ in 0..<(rounds + 1) {
             var start = ContinuousClock.now

@@ -21,7 +21,7 @@ enum BenchmarkError: Error {
 func photosFanOut(rounds: Int) async throws {
     let latency = Duration.milliseconds(20)
     let server = try await DemoServer.start(photos: PhotoSettings(latency: latency), logLevel: .error)
-    let client = Client(ApplyEnvironment(ServerEnvironment(baseURL: server.baseURL)!) --> AsyncHTTPClientTransport())
+    let client = Client(EnvironmentMiddleware(ServerEnvironment(baseURL: server.baseURL)!) --> AsyncHTTPClientTransport())
     // The raw calls move the same bytes: Catena's client configuration (gzip decoded) and
     // the Accept-Encoding Catena sends with it.
     let rawClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: AsyncHTTPClientTransport.defaultConfiguration)

@@ -28,7 +28,7 @@ func httpsBenchmark(settings: Settings) async throws {
     let rawClient = HTTPClient(eventLoopGroup: clientGroup ?? MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     let chain =
-        ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet)
+        EnvironmentMiddleware(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet)
         --> AsyncHTTPClientTransport(client: rawClient, decodesCompression: true)
     let request = try UserEndpoint(id: 2).makeRequest()
     let decoder = JSONDecoder()

@@ -16,7 +16,7 @@ import Tracing
 func observabilityBenchmark(base: URL, settings: Settings) async throws {
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     let transport = AsyncHTTPClientTransport()
-    let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet) --> transport
+    let chain = EnvironmentMiddleware(ServerEnvironment(baseURL: base)!) --> LogMiddleware(logger: quiet) --> transport
     let noOp = TracingMiddleware() --> MetricsMiddleware(factory: NOOPMetricsHandler.instance) --> chain
     let working = TracingMiddleware(tracer: DiscardingTracer()) --> MetricsMiddleware(factory: CountingMetrics()) --> chain
     let request = try UserEndpoint(id: 2).makeRequest()

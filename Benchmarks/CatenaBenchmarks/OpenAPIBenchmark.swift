@@ -19,7 +19,8 @@ func openAPIBenchmark(base: URL, settings: Settings) async throws {
     let catenaTransport = CatenaAsyncHTTPClient.AsyncHTTPClientTransport(client: client, decodesCompression: true)
     let official = DemoUsersOpenAPI.Client(serverURL: base, transport: OpenAPIAsyncHTTPClient.AsyncHTTPClientTransport(configuration: .init(client: client)))
     let bridged = DemoUsersOpenAPI.Client(serverURL: base, transport: CatenaClientTransport(catenaTransport))
-    let chained = DemoUsersOpenAPI.Client(serverURL: base, transport: CatenaClientTransport(Retry() --> LogMiddleware(logger: quiet) --> catenaTransport))
+    let chained = DemoUsersOpenAPI.Client(
+        serverURL: base, transport: CatenaClientTransport(RetryMiddleware() --> LogMiddleware(logger: quiet) --> catenaTransport))
     func variant(_ name: String, _ generated: DemoUsersOpenAPI.Client) -> Variant {
         Variant(name: name) { _ in
             let user = try await generated.getUser(path: .init(id: 2)).ok.body.json
@@ -32,7 +33,7 @@ func openAPIBenchmark(base: URL, settings: Settings) async throws {
             [
                 variant("official OpenAPIAsyncHTTPClient transport", official),
                 variant("CatenaClientTransport over AsyncHTTPClientTransport", bridged),
-                variant("CatenaClientTransport over Retry --> Log --> AsyncHTTPClientTransport", chained),
+                variant("CatenaClientTransport over RetryMiddleware --> Log --> AsyncHTTPClientTransport", chained),
             ]
         ], settings: settings)
     try await client.shutdown()

@@ -136,7 +136,7 @@ func operationChains(base: URL, rounds: Int) async throws {
     )
 
     // The users chain: list, decode, user, decode.
-    let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> AsyncHTTPClientTransport()
+    let chain = EnvironmentMiddleware(ServerEnvironment(baseURL: base)!) --> AsyncHTTPClientTransport()
     let client = Client(chain)
     func asyncEngine() async throws {
         let list = try await client.send(ListUsersEndpoint(page: 1))

@@ -34,12 +34,13 @@ func soakBenchmark(base: URL, requests: Int, row: Int?) async throws {
             tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
             password: "cityslicka", loader: transport)
         let chain =
-            ApplyEnvironment(environment) --> LogMiddleware(logger: quiet) --> Deduplicate() --> Throttle(maxInFlight: 64)
-            --> Retry() --> Validate() --> TokenAuth(hosts: ["127.0.0.1:\(base.port ?? 80)"], refresh: oauth.refresh) --> HTTPCache() --> transport
+            EnvironmentMiddleware(environment) --> LogMiddleware(logger: quiet) --> DeduplicationMiddleware() --> ThrottleMiddleware(maxInFlight: 64)
+            --> RetryMiddleware() --> ValidationMiddleware() --> TokenAuthMiddleware(hosts: ["127.0.0.1:\(base.port ?? 80)"], refresh: oauth.refresh)
+            --> CacheMiddleware() --> transport
         rows.append(("\(name), full stack", { index in _ = try await chain.load(try APIRequest(.get, path: paths[index % paths.count])) }))
     }
     // What the transport and URLSession itself keep, for comparison.
-    let alone = ApplyEnvironment(environment) --> URLSessionTransport()
+    let alone = EnvironmentMiddleware(environment) --> URLSessionTransport()
     rows.append(("URLSessionTransport alone (users/2)", { _ in _ = try await alone.load(try APIRequest(.get, path: ["api", "users", "2"])) }))
     let rawSession = URLSession(configuration: URLSessionTransport.defaultConfiguration)
     let rawURL = base.appending(path: "api/users/2")

@@ -35,7 +35,8 @@ func streamBenchmark(base: URL, rounds: Int, serverInProcess: Bool, loops: Int?)
     let client = HTTPClient(eventLoopGroup: group ?? .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
     let clientLoops = loops.map { ", client on \($0) event loop\($0 == 1 ? "" : "s")" } ?? ""
     let chain =
-        ApplyEnvironment(environment) --> LogMiddleware(logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }) --> Throttle(maxInFlight: 64)
+        EnvironmentMiddleware(environment) --> LogMiddleware(logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() })
+        --> ThrottleMiddleware(maxInFlight: 64)
         --> AsyncHTTPClientTransport(client: client, decodesCompression: true)
 
     // 1 GiB of bytes.
@@ -172,7 +173,7 @@ func manyStreams(base: URL, whose: String) async throws {
     var configuration = AsyncHTTPClientTransport.defaultConfiguration
     configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = streams
     let transport = AsyncHTTPClientTransport(configuration: configuration, timeout: .seconds(60))
-    let chain = ApplyEnvironment(ServerEnvironment(baseURL: base)!) --> transport
+    let chain = EnvironmentMiddleware(ServerEnvironment(baseURL: base)!) --> transport
     let request = try APIRequest(
         .get, path: ["api", "events"],
         query: [

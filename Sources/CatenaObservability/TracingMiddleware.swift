@@ -8,14 +8,14 @@ public import Tracing
 /// clients, and propagates the trace to the server through the tracer's instrument
 /// (with swift-otel that is W3C `traceparent`).
 ///
-/// Put it at the head of the chain, above `Retry` and the auth loaders, so that the
+/// Put it at the head of the chain, above `RetryMiddleware` and the auth loaders, so that the
 /// span covers the whole call:
 ///
 /// ```swift
 /// let chain = TracingMiddleware()
-///     --> ApplyEnvironment(.init(host: "api.example.com"))
-///     --> Retry()
-///     --> TokenAuth(refresh: refresh)
+///     --> EnvironmentMiddleware(.init(host: "api.example.com"))
+///     --> RetryMiddleware()
+///     --> TokenAuthMiddleware(refresh: refresh)
 ///     --> AsyncHTTPClientTransport()
 /// ```
 ///

@@ -8,16 +8,16 @@ public import OpenAPIRuntime
 /// generated client gets retry, auth, caching, throttling, tracing and the rest:
 ///
 /// ```swift
-/// let chain = Retry() --> TokenAuth(hosts: ["api.example.com"], refresh: refresh)
-///     --> HTTPCache() --> AsyncHTTPClientTransport()
+/// let chain = RetryMiddleware() --> TokenAuthMiddleware(hosts: ["api.example.com"], refresh: refresh)
+///     --> CacheMiddleware() --> AsyncHTTPClientTransport()
 /// let client = Client(serverURL: try Servers.Server1.url(), transport: CatenaClientTransport(chain))
 /// ```
 ///
 /// - **Requests**: the generated request goes to `baseURL` + its path, with its header
 ///   fields. A body of known length up to ``bufferedBodyLimit`` is collected once and can
-///   be sent again (so `Retry` and `TokenAuth` may resend it); a larger or unknown
+///   be sent again (so `RetryMiddleware` and `TokenAuthMiddleware` may resend it); a larger or unknown
 ///   one is streamed (where the transport streams: AsyncHTTPClient) and can be sent once.
-/// - **Responses** are loaded whole (`HTTPCache` and `Deduplicate` work, the body is
+/// - **Responses** are loaded whole (`CacheMiddleware` and `DeduplicationMiddleware` work, the body is
 ///   bounded by `MaximumResponseSize`), except for the operations in
 ///   `streamedOperations`, whose bodies arrive as they come (event streams, downloads).
 /// - **Errors**: a failure is thrown as the chain's `CatenaError`; the generated

@@ -9,11 +9,11 @@ public import OpenAPIRuntime
 /// Catena request too:
 ///
 /// ```swift
-/// let chain = ApplyEnvironment(environment) --> OpenAPIMiddleware(UserAgentMiddleware())
+/// let chain = EnvironmentMiddleware(environment) --> OpenAPIMiddleware(UserAgentMiddleware())
 ///     --> AsyncHTTPClientTransport()
 /// ```
 ///
-/// Place it after `ApplyEnvironment`: the middleware sees absolute requests (its
+/// Place it after `EnvironmentMiddleware`: the middleware sees absolute requests (its
 /// `baseURL` is the request's scheme, host and port; its request's path the rest). The
 /// request's body reaches the middleware as an `HTTPBody` read only if the middleware
 /// reads it; a body the middleware passes on unchanged goes down the chain as it was

@@ -7,7 +7,7 @@ import HTTPTypes
 ///
 /// ```swift
 /// let recorder = HARRecorder()
-/// let chain = ApplyEnvironment(environment) --> recorder --> AsyncHTTPClientTransport()
+/// let chain = EnvironmentMiddleware(environment) --> recorder --> AsyncHTTPClientTransport()
 /// // … calls …
 /// try recorder.har.write(to: URL(filePath: "session.har"))
 /// ```

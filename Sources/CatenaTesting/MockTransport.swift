@@ -11,7 +11,7 @@ public import HTTPTypes
 /// mock.on(.get, "/api/users/*", json: #"{"id": 1}"#)   // every GET of one user
 /// mock.respond(status: .ok, json: #"{"id": 1}"#)       // the next request with no route
 /// mock.fail(.cannotConnect)                            // and the one after
-/// let chain = ApplyEnvironment(env) --> mock
+/// let chain = EnvironmentMiddleware(env) --> mock
 /// ```
 ///
 /// It simulates transfer progress in chunks of ``chunkSize``: a request with

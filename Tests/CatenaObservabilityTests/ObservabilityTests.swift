@@ -126,8 +126,8 @@ struct TracingTests {
         let tracer = InMemoryTracer()
         let clock = VirtualClock()
         let chain =
-            TracingMiddleware(tracer: tracer) --> ApplyEnvironment(try await TestServer.environment())
-            --> Retry(RetryStrategy(jitter: false), clock: clock) --> kind.make()
+            TracingMiddleware(tracer: tracer) --> EnvironmentMiddleware(try await TestServer.environment())
+            --> RetryMiddleware(RetryStrategy(jitter: false), clock: clock) --> kind.make()
         let response = try await chain.load(
             try APIRequest(
                 .get, path: ["api", "flaky"],
@@ -153,8 +153,8 @@ struct TracingTests {
         let flow = OAuth2PasswordFlow(
             tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
             loader: kind.make())
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: flow.refresh)
-        let chain = TracingMiddleware(tracer: tracer) --> ApplyEnvironment(try await TestServer.environment()) --> auth --> kind.make()
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: flow.refresh)
+        let chain = TracingMiddleware(tracer: tracer) --> EnvironmentMiddleware(try await TestServer.environment()) --> auth --> kind.make()
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
 
@@ -206,7 +206,7 @@ struct TracingTests {
     @Test("the cache's decision is on the span: miss, then hit", arguments: TransportKind.allCases)
     func cache(kind: TransportKind) async throws {
         let tracer = InMemoryTracer()
-        let chain = TracingMiddleware(tracer: tracer) --> ApplyEnvironment(try await TestServer.environment()) --> HTTPCache() --> kind.make()
+        let chain = TracingMiddleware(tracer: tracer) --> EnvironmentMiddleware(try await TestServer.environment()) --> CacheMiddleware() --> kind.make()
         let request = try APIRequest(.get, path: ["api", "cache", uniqueKey()], query: [URLQueryItem(name: "max_age", value: "60")])
         _ = try await chain.load(request)
         _ = try await chain.load(request)
@@ -230,8 +230,8 @@ struct MetricsTests {
         let clock = VirtualClock()
         let env = try await TestServer.environment()
         let chain =
-            MetricsMiddleware(factory: metrics) --> ApplyEnvironment(env) --> HTTPCache()
-            --> Retry(RetryStrategy(jitter: false), clock: clock) --> kind.make(timeout: Timing.stretch(.seconds(5)))
+            MetricsMiddleware(factory: metrics) --> EnvironmentMiddleware(env) --> CacheMiddleware()
+            --> RetryMiddleware(RetryStrategy(jitter: false), clock: clock) --> kind.make(timeout: Timing.stretch(.seconds(5)))
         let key = uniqueKey()
         #expect(
             try await chain.load(
@@ -282,9 +282,9 @@ struct MetricsTests {
         let flow = OAuth2PasswordFlow(
             tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
             loader: AsyncHTTPClientTransport.forTests())
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: flow.refresh)
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: flow.refresh)
         let chain =
-            MetricsMiddleware(factory: metrics) --> ApplyEnvironment(try await TestServer.environment()) --> auth --> AsyncHTTPClientTransport.forTests()
+            MetricsMiddleware(factory: metrics) --> EnvironmentMiddleware(try await TestServer.environment()) --> auth --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
             for _ in 0..<20 { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
             for try await status in group { #expect(status == .ok) }

@@ -25,23 +25,23 @@ struct OpenAPITests {
     }
 
     @Test(
-        "a generated client through Retry --> TokenAuth --> HTTPCache: the server counts the retries, the refresh and the cache's work",
+        "a generated client through RetryMiddleware --> TokenAuthMiddleware --> CacheMiddleware: the server counts the retries, the refresh and the cache's work",
         arguments: TransportKind.allCases)
     func generatedClientThroughChain(kind: TransportKind) async throws {
         let server = try await TestServer.running()
         let clock = VirtualClock()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth(kind).refresh)
-        let chain = Retry(RetryStrategy(jitter: false), clock: clock) --> auth --> HTTPCache() --> kind.make()
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await oauth(kind).refresh)
+        let chain = RetryMiddleware(RetryStrategy(jitter: false), clock: clock) --> auth --> CacheMiddleware() --> kind.make()
         let client = Client(serverURL: server.baseURL, transport: CatenaClientTransport(chain))
         let key = UUID().uuidString
         let before = try await grants()
 
-        // Retry: the server saw three calls, the client one answer.
+        // RetryMiddleware: the server saw three calls, the client one answer.
         let flaky = try await client.getFlaky(query: .init(key: key, failures: 2)).ok.body.json
         #expect(flaky.call == 3)
         #expect(clock.waits.count == 2)
 
-        // TokenAuth: logged in for the first call; refreshes an expired token; the server
+        // TokenAuthMiddleware: logged in for the first call; refreshes an expired token; the server
         // counts the grants.
         #expect(try await client.getMe().ok.body.json.email == "eve.holt@reqres.in")
         let token = try #require(auth.currentToken)
@@ -56,7 +56,7 @@ struct OpenAPITests {
         #expect(after.refresh - before.refresh >= 1)
         #expect(auth.refreshCount == 2)
 
-        // HTTPCache: the second call is answered from the cache; the server gave one full
+        // CacheMiddleware: the second call is answered from the cache; the server gave one full
         // answer. (`public`: the calls carry a token, and the cache keeps an answer to
         // credentials only when the server says it may.)
         let first = try await client.getCached(path: .init(key: key), query: .init(maxAge: 60, _public: ._1)).ok.body.json
@@ -112,8 +112,8 @@ struct OpenAPITests {
         let operations = Locked<[String]>([])
         let clock = VirtualClock()
         let chain =
-            ApplyEnvironment(try await TestServer.environment())
-            --> Retry(RetryStrategy(jitter: false), clock: clock)
+            EnvironmentMiddleware(try await TestServer.environment())
+            --> RetryMiddleware(RetryStrategy(jitter: false), clock: clock)
             --> OpenAPIMiddleware(HeaderStamp(operations: operations))
             --> kind.make()
         let echo = try await chain.load(try APIRequest(.post, path: ["api", "echo"], body: .text("hello"))).decode(Echo.self)
@@ -133,11 +133,11 @@ struct OpenAPITests {
     @Test("a ClientMiddleware that replaces the body, and one that throws", arguments: TransportKind.allCases)
     func clientMiddlewareBodiesAndFailures(kind: TransportKind) async throws {
         let environment = try await TestServer.environment()
-        let upper = ApplyEnvironment(environment) --> OpenAPIMiddleware(Uppercase()) --> kind.make()
+        let upper = EnvironmentMiddleware(environment) --> OpenAPIMiddleware(Uppercase()) --> kind.make()
         let echo = try await upper.load(try APIRequest(.post, path: ["api", "echo"], body: .text("quiet"))).decode(Echo.self)
         #expect(echo.body == "QUIET")
 
-        let failing = ApplyEnvironment(environment) --> OpenAPIMiddleware(Refusing()) --> kind.make()
+        let failing = EnvironmentMiddleware(environment) --> OpenAPIMiddleware(Refusing()) --> kind.make()
         let error = await #expect(throws: CatenaError.self) { try await failing.load(try APIRequest(.get, path: ["api", "echo"])) }
         #expect(error?.code == .unknown)
         #expect(error?.detail?.contains("Refusing") == true)

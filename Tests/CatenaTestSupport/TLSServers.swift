@@ -69,6 +69,6 @@ enum TLSServers {
 
     /// A chain to `server` through `transport`.
     static func chain(_ server: RunningDemoServer, _ transport: some HTTPLoader) throws -> any HTTPLoader {
-        ApplyEnvironment(try #require(ServerEnvironment(baseURL: server.baseURL))) --> transport
+        EnvironmentMiddleware(try #require(ServerEnvironment(baseURL: server.baseURL))) --> transport
     }
 }

@@ -15,7 +15,7 @@ struct HARFidelityTests {
     @Test("a body with nothing to redact is recorded as received and replayed byte for byte", arguments: TransportKind.allCases)
     func asReceived(kind: TransportKind) async throws {
         let recorder = HARRecorder()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> recorder --> kind.make()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> recorder --> kind.make()
         let live = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"]))
         let mock = MockTransport()
         mock.respond(headerFields: [.contentType: "application/json"], body: Data(Self.pretty.utf8))

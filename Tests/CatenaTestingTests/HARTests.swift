@@ -41,7 +41,7 @@ struct HARTests {
         let environment = try await TestServer.environment()
         let closedPort = try await TestServer.closedPort()
         let recorder = HARRecorder()
-        try await Self.record(through: ApplyEnvironment(environment) --> recorder --> kind.make(), closedPort: closedPort)
+        try await Self.record(through: EnvironmentMiddleware(environment) --> recorder --> kind.make(), closedPort: closedPort)
 
         let file = FileManager.default.temporaryDirectory.appending(path: "catena-\(UUID().uuidString).har")
         defer { try? FileManager.default.removeItem(at: file) }
@@ -81,7 +81,7 @@ struct HARTests {
 
         // The replay answers the same requests from the file, with the server's bodies.
         let replay = try HARReplayTransport(contentsOf: file)
-        let replayed = ApplyEnvironment(environment) --> replay
+        let replayed = EnvironmentMiddleware(environment) --> replay
         var get = try APIRequest(.get, path: ["api", "users", "2"], query: [URLQueryItem(name: "api_key", value: "another")])
         let first = try await replayed.load(get)
         #expect(first.status == .ok)
@@ -102,7 +102,7 @@ struct HARTests {
     @Test("bounded: past maximumEntries exchanges are counted, not kept; a body over the limit is left out")
     func bounded() async throws {
         let recorder = HARRecorder(maximumEntries: 2, maximumBodyBytes: 10)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> recorder --> TransportKind.asyncHTTPClient.make()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> recorder --> TransportKind.asyncHTTPClient.make()
         for _ in 0..<3 { _ = try await chain.load(try APIRequest(.get, path: ["api", "users", "2"])) }
         #expect(recorder.har.log.entries.count == 2)
         #expect(recorder.droppedEntries == 1)

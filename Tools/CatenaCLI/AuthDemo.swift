@@ -9,7 +9,7 @@ struct AuthDemo: AsyncParsableCommand {
         commandName: "auth",
         abstract: "OAuth 2 token auth: log in, let the token expire, fire many requests at once, count the refreshes.",
         discussion: """
-            As the OAuth loader of the \"HTTP in Swift\" loader chain: TokenAuth logs in with the password flow, \
+            As the OAuth loader of the \"HTTP in Swift\" loader chain: TokenAuthMiddleware logs in with the password flow, \
             then, when the token has expired, the requests fired at once share one refresh. Shows the \
             number of logins and refreshes the server counted, and that every request got its answer.
             """
@@ -38,7 +38,7 @@ struct AuthDemo: AsyncParsableCommand {
         let oauth = OAuth2PasswordFlow(
             tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
             loader: chain, extraParameters: [(name: "expires_in", value: String(lifetime))])
-        let auth = TokenAuth(hosts: [base.port.map { "\(host):\($0)" } ?? host], leeway: .zero) { current in
+        let auth = TokenAuthMiddleware(hosts: [base.port.map { "\(host):\($0)" } ?? host], leeway: .zero) { current in
             grants.add(current?.refreshToken == nil ? "password grant" : "refresh-token grant")
             return try await oauth.refresh(current)
         }

@@ -175,7 +175,7 @@ struct ConnectionOptions: ParsableArguments {
                     "--base-url \"\(Redaction.default.redact(urlString: baseURL))\" is not an absolute http or https URL "
                         + "(user info goes only over https or to a loopback host)")
             }
-            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
+            let chain = EnvironmentMiddleware(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
             // User info became the environment's Authorization header: never print it.
             var shown = URLComponents(url: url, resolvingAgainstBaseURL: false)
             shown?.user = nil
@@ -191,7 +191,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         do {
             let environment = ServerEnvironment(baseURL: server.baseURL, headerFields: fields)!
-            let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
+            let chain = EnvironmentMiddleware(environment) --> LogMiddleware(logger: logger, redaction: redaction, logsCurlCommands: curl) --> transport
             let result = try await body(chain, ServerDescription(url: server.baseURL.absoluteString, embedded: true, transport: self.transport.name))
             await server.stop()
             return result

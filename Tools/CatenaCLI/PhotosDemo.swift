@@ -96,10 +96,10 @@ struct PhotosDemo: AsyncParsableCommand {
 }
 
 extension PhotosDemo {
-    /// getRecent, then `Client.sendAll` with the Retry middleware.
+    /// getRecent, then `Client.sendAll` with `RetryMiddleware`.
     func fanOutAsync(_ chain: any HTTPLoader) async throws -> ([Photo], [Result<PhotoSizes, any Error>]) {
         let strategy = RetryStrategy(maxAttempts: retries + 1, baseDelay: .milliseconds(20), maxDelay: .milliseconds(200))
-        let client = Client(Retry(strategy) --> chain)
+        let client = Client(RetryMiddleware(strategy) --> chain)
         let photos = try await client.send(GetRecentEndpoint(perPage: count)).photos.photo
         let bar = ProgressBar(total: photos.count)
         let results = try await client.sendAll(photos.map { GetSizesEndpoint(photoID: $0.id) }, maxConcurrent: concurrency) { progress in

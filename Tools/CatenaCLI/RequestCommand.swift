@@ -54,7 +54,7 @@ struct PostCommand: AsyncParsableCommand {
 /// The options of `catena request`, `get` and `post`, and the call they describe.
 struct RequestCall: ParsableArguments {
     static let discussion = """
-        The call goes through the chain an app would use: [tracing] --> [Retry] --> [log] --> [HAR recorder] --> transport, \
+        The call goes through the chain an app would use: [tracing] --> [RetryMiddleware] --> [log] --> [HAR recorder] --> transport, \
         with Catena's redirect rules (credentials never reach another origin) and its timeout covering the whole call. \
         The body is printed as the server sent it: raw bytes when piped, JSON indented and coloured on a terminal \
         (NO_COLOR leaves the colours out). The head (-i), the curl command, the log, the trace and progress go to \
@@ -93,7 +93,7 @@ struct RequestCall: ParsableArguments {
     @Option(help: "The header that carries --api-key.")
     var apiKeyHeader = "X-API-Key"
 
-    @Option(help: "Retry an idempotent request this many times after a connection failure, 5xx or 429 (with backoff).")
+    @Option(help: "RetryMiddleware an idempotent request this many times after a connection failure, 5xx or 429 (with backoff).")
     var retry = 0
 
     @Option(help: "Seconds the whole call may take, redirects and body included.")
@@ -197,7 +197,7 @@ struct RequestCall: ParsableArguments {
             logger.logLevel = .debug
             chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
         }
-        if retry > 0 { chain = Retry(RetryStrategy(maxAttempts: retry + 1)) --> chain }
+        if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
         let report = trace ? TraceReport() : nil
         if let report { chain = report.instrument(chain) }
 

@@ -55,7 +55,7 @@ struct UsersDemo: AsyncParsableCommand {
 
     func run() async throws {
         if watch {
-            let cache = HTTPCache()
+            let cache = CacheMiddleware()
             await connection.runDemo(wrapping: { cache --> $0 }) { chain, server in
                 try await watchPages(Client(chain), cache: cache, server: server)
             }
@@ -75,7 +75,7 @@ struct UsersDemo: AsyncParsableCommand {
     /// A content loader pages through the user list, printing each state as it
     /// changes, then refreshes once: the HTTP cache below it revalidates (304).
     @MainActor
-    func watchPages(_ client: Client, cache: HTTPCache, server: ServerDescription) async throws {
+    func watchPages(_ client: Client, cache: CacheMiddleware, server: ServerDescription) async throws {
         print("A content loader: the user list page after page, then one refresh, through an HTTP cache")
         print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
         print("transport  \(server.transport)")

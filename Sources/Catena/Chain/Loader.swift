@@ -43,7 +43,7 @@ extension HTTPLoader {
 /// Compose middleware in front of a transport with `-->`:
 ///
 /// ```swift
-/// let chain = ApplyEnvironment(.init(host: "reqres.in"))
+/// let chain = EnvironmentMiddleware(.init(host: "reqres.in"))
 ///     --> LogMiddleware(logger: logger)
 ///     --> AsyncHTTPClientTransport()
 /// ```

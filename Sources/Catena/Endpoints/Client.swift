@@ -4,7 +4,7 @@ public import HTTPTypes
 /// Sends endpoints through a loader chain: the one way in.
 ///
 /// ```swift
-/// let client = Client(ApplyEnvironment(env) --> Retry() --> AsyncHTTPClientTransport())
+/// let client = Client(EnvironmentMiddleware(env) --> RetryMiddleware() --> AsyncHTTPClientTransport())
 /// let page = try await client.send(ListUsers(page: 1))
 /// ```
 ///

@@ -13,7 +13,7 @@ public import HTTPTypes
 ///                              query: [URLQueryItem(name: "delay", value: "1")])
 /// ```
 ///
-/// A request without a host is relative: an ``ApplyEnvironment`` loader in the chain
+/// A request without a host is relative: an ``EnvironmentMiddleware`` loader in the chain
 /// supplies scheme, host, port and path prefix.
 public struct APIRequest: Sendable {
     /// The HTTP method.
@@ -73,7 +73,7 @@ public struct APIRequest: Sendable {
     }
 
     /// A relative request: path components and query items, no host. Put an
-    /// ``ApplyEnvironment`` loader in the chain to say where it goes.
+    /// ``EnvironmentMiddleware`` loader in the chain to say where it goes.
     ///
     /// - Throws: ``CatenaError/Code/invalidRequest`` naming a path component that is
     ///   empty, "." or "..": those would change the shape of the path.
@@ -220,7 +220,7 @@ public struct APIRequest: Sendable {
 
     func validateAbsolute() throws(CatenaError) {
         guard let host, !host.isEmpty else {
-            throw CatenaError(.invalidRequest, request: self, detail: "no host: put an ApplyEnvironment loader in the chain or give an absolute URL")
+            throw CatenaError(.invalidRequest, request: self, detail: "no host: put an EnvironmentMiddleware loader in the chain or give an absolute URL")
         }
         guard let scheme, scheme == "http" || scheme == "https" else {
             throw CatenaError(.invalidRequest, request: self, detail: "scheme \(scheme.map { "\"\($0)\"" } ?? "missing"): only http and https are supported")

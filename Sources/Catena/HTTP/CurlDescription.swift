@@ -14,7 +14,7 @@ extension APIRequest {
     /// printed as `<redacted>`; `nil` prints every value (for your own shell only).
     ///
     /// A relative request (no host yet) prints its path only: take the description
-    /// below ``ApplyEnvironment`` (as ``LogMiddleware`` placed there does) for a whole
+    /// below ``EnvironmentMiddleware`` (as ``LogMiddleware`` placed there does) for a whole
     /// URL. A text body is passed inline with `--data-raw`, which curl never reads as a
     /// file name (`--data-binary @NAME` would upload the file NAME); other bytes go
     /// through `base64 -d` and standard input, so the command sends exactly the bytes the

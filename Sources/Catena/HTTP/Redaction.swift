@@ -6,7 +6,7 @@ public import HTTPTypes
 ///
 /// Also a ``RequestOption``: the request's redaction is what its description (and so
 /// every ``CatenaError``'s) hides. ``LogMiddleware`` adds its own redaction to the
-/// requests it passes on, and ``ApplyEnvironment`` adds the names of the headers and
+/// requests it passes on, and ``EnvironmentMiddleware`` adds the names of the headers and
 /// query items it injects, so an error thrown below them hides the same values.
 public struct Redaction: Sendable, Equatable, RequestOption {
     /// What a secret value is printed as.

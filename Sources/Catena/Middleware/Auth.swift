@@ -54,7 +54,7 @@ struct CredentialScope: Sendable {
     enum Decision { case send, pass }
 
     /// Whether `request` may carry the credentials. Throws when the request has no
-    /// host (the loader stands before ApplyEnvironment) or would carry them over plain
+    /// host (the loader stands before EnvironmentMiddleware) or would carry them over plain
     /// http to a host that is not loopback.
     func decide(_ request: APIRequest, loader: String) throws(CatenaError) -> Decision {
         try requireAbsolute(request, loader: loader)
@@ -118,7 +118,7 @@ public struct BasicCredentials: Sendable, RequestOption {
 /// a request to a configured host over http elsewhere, or on a port no entry names,
 /// fails with ``CatenaError/Code/invalidRequest`` (unless `allowHTTP` is true, for
 /// the first).
-public struct BasicAuth: HTTPMiddleware {
+public struct BasicAuthMiddleware: HTTPMiddleware {
     /// The origins (lowercased `"host"` or `"host:port"`) that may receive the credentials.
     public let hosts: Set<String>
     private let scope: CredentialScope
@@ -137,7 +137,7 @@ public struct BasicAuth: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard case .send = try scope.decide(request, loader: "BasicAuth"), request.headerFields[.authorization] == nil else {
+        guard case .send = try scope.decide(request, loader: "BasicAuthMiddleware"), request.headerFields[.authorization] == nil else {
             return try await next.load(request)
         }
         let credentials: BasicCredentials?

@@ -9,7 +9,7 @@ public enum CompositeRoute: RequestOption {
 ///
 /// ```swift
 /// let chain = Composite([
-///     .init(name: "internal", loader: BasicAuth(hosts: ["intranet"], allowHTTP: true, credentials: c) --> transport) { $0.host == "intranet" },
+///     .init(name: "internal", loader: BasicAuthMiddleware(hosts: ["intranet"], allowHTTP: true, credentials: c) --> transport) { $0.host == "intranet" },
 ///     .init(name: "api", loader: tokenAuth --> transport) { $0.host == "api.example.com" },
 /// ], fallback: transport)
 /// ```

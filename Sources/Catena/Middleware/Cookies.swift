@@ -1,7 +1,7 @@
 public import Foundation
 import HTTPTypes
 
-/// The cookies a ``Cookies`` middleware keeps: per origin, as RFC 6265 says, in memory.
+/// The cookies a ``CookieMiddleware`` middleware keeps: per origin, as RFC 6265 says, in memory.
 ///
 /// Thread-safe; share one between chains that should share a session. Bounded: at most
 /// ``perDomainLimit`` cookies per domain and ``totalLimit`` in all (the oldest go first),
@@ -123,15 +123,15 @@ public final class CookieJar: Sendable {
 /// Keeps the cookies servers set and sends them back (RFC 6265), opt-in:
 ///
 /// ```swift
-/// let chain = ApplyEnvironment(environment) --> Cookies() --> AsyncHTTPClientTransport()
+/// let chain = EnvironmentMiddleware(environment) --> CookieMiddleware() --> AsyncHTTPClientTransport()
 /// ```
 ///
-/// Put it below ``ApplyEnvironment``: it needs the request's host, and a request without
+/// Put it below ``EnvironmentMiddleware``: it needs the request's host, and a request without
 /// one fails with ``CatenaError/Code/invalidRequest`` saying so. A `Cookie` field the
 /// request already has is kept, the jar's cookies after it. Cookies set by a redirect
 /// the transport follows are not seen (the transports follow redirects below the
 /// chain). `reset()` empties the jar.
-public struct Cookies: HTTPMiddleware {
+public struct CookieMiddleware: HTTPMiddleware {
     /// The cookies kept.
     public let jar: CookieJar
 
@@ -167,7 +167,7 @@ public struct Cookies: HTTPMiddleware {
         guard request.host != nil else {
             throw CatenaError(
                 .invalidRequest, request: request,
-                detail: "Cookies needs the request's host: put it below ApplyEnvironment in the chain")
+                detail: "CookieMiddleware needs the request's host: put it below EnvironmentMiddleware in the chain")
         }
         guard let field = jar.cookieField(for: request) else { return request }
         var request = request

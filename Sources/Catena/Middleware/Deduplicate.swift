@@ -1,6 +1,6 @@
 public import HTTPTypes
 
-/// Opts a request in to ``Deduplicate``.
+/// Opts a request in to ``DeduplicationMiddleware``.
 public enum DeduplicateRequest: RequestOption {
     public static let defaultValue = false
 }
@@ -12,7 +12,7 @@ public enum DeduplicateRequest: RequestOption {
 /// ``ignoredHeaders`` do not count). Every caller gets its own completion. A caller
 /// that is cancelled stops waiting at once with ``CatenaError/Code/cancelled``; the
 /// shared call goes on for the others and is cancelled only when no one waits for it.
-public struct Deduplicate: HTTPMiddleware {
+public struct DeduplicationMiddleware: HTTPMiddleware {
     /// Header fields that do not make two requests different (a request ID, say).
     public let ignoredHeaders: Set<HTTPField.Name>
     private let table = SharedCalls()
@@ -22,7 +22,7 @@ public struct Deduplicate: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        try requireAbsolute(request, loader: "Deduplicate")
+        try requireAbsolute(request, loader: "DeduplicationMiddleware")
         // A download writes to its own file: never shared.
         guard request.method == .get, request[option: DeduplicateRequest.self], request[option: DownloadDestination.self] == nil,
             let key = try? key(for: request)
@@ -34,7 +34,7 @@ public struct Deduplicate: HTTPMiddleware {
 
     /// Streams are never shared: each has one reader. They pass through.
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
-        try requireAbsolute(request, loader: "Deduplicate")
+        try requireAbsolute(request, loader: "DeduplicationMiddleware")
         return try await next.stream(request)
     }
 

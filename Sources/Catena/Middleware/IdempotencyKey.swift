@@ -9,7 +9,7 @@ extension HTTPField.Name {
 }
 
 /// An `Idempotency-Key` for a request that is not idempotent by its method (POST,
-/// PATCH). With one, ``Retry`` may send the request again after a lost connection, a
+/// PATCH). With one, ``RetryMiddleware`` may send the request again after a lost connection, a
 /// timeout, a 5xx or a 429, as it does a GET, and a server that implements the header
 /// applies it once: a repeated key gets the first answer again, a key reused with
 /// another body a 422, a key still in progress a 409.
@@ -20,10 +20,10 @@ extension HTTPField.Name {
 /// request[option: IdempotencyKey.self] = .generated
 /// ```
 ///
-/// The key is made once per call, where the call enters ``Retry`` (or the transport,
+/// The key is made once per call, where the call enters ``RetryMiddleware`` (or the transport,
 /// without one), and every attempt and every redirect to the same origin carries it;
 /// it is never sent to another origin, nor on a redirect that turns the request into a
-/// GET. Retry sends the call again only while the hop that failed carried the key (not
+/// GET. RetryMiddleware sends the call again only while the hop that failed carried the key (not
 /// after a redirect to another origin), and also after a 409, the answer to a key still
 /// in progress, once an earlier attempt may have left the server at work (it timed out,
 /// lost its connection or got a 5xx; a 409 to the first attempt is a conflict). Only the

@@ -76,7 +76,7 @@ public struct LogMiddleware: HTTPMiddleware {
     }
 
     /// `request` carrying this loader's redaction too (the request's own already holds
-    /// what ApplyEnvironment injected above), so an error from below hides the same.
+    /// what EnvironmentMiddleware injected above), so an error from below hides the same.
     ///
     /// This and `logs` are `@inline(never)`, so their temporaries take no room in
     /// `load`'s async frame (Architecture: "Async frames stay small").

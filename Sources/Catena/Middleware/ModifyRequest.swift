@@ -2,13 +2,13 @@
 /// rewrite a path.
 ///
 /// ```swift
-/// let chain = ModifyRequest { $0.headerFields[.userAgent] = "MyApp/1.0" } --> transport
+/// let chain = RequestModifierMiddleware { $0.headerFields[.userAgent] = "MyApp/1.0" } --> transport
 /// ```
 ///
 /// An error thrown by the closure fails the request with
 /// ``CatenaError/Code/invalidRequest`` (a ``CatenaError`` passes through unchanged);
 /// the request is not sent.
-public struct ModifyRequest: HTTPMiddleware {
+public struct RequestModifierMiddleware: HTTPMiddleware {
     private let modify: @Sendable (inout APIRequest) async throws -> Void
 
     /// A loader that runs `modify` on each request.
@@ -21,7 +21,7 @@ public struct ModifyRequest: HTTPMiddleware {
         do {
             try await modify(&modified)
         } catch {
-            throw CatenaError.wrapping(error, request: request, code: .invalidRequest, detail: "ModifyRequest's closure failed")
+            throw CatenaError.wrapping(error, request: request, code: .invalidRequest, detail: "RequestModifierMiddleware's closure failed")
         }
         return try await next.load(modified)
     }

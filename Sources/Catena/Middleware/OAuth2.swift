@@ -2,14 +2,14 @@ public import Foundation
 
 /// Gets tokens from an OAuth 2 token endpoint (RFC 6749): the resource owner password
 /// grant to log in, the refresh-token grant to renew. Use its ``refresh(_:)`` as a
-/// ``TokenAuth``'s refresh:
+/// ``TokenAuthMiddleware``'s refresh:
 ///
 /// ```swift
 /// let oauth = OAuth2PasswordFlow(tokenURL: url, username: "eve", password: "...", loader: transport)
-/// let chain = TokenAuth(hosts: ["api.example.com"], refresh: oauth.refresh) --> transport
+/// let chain = TokenAuthMiddleware(hosts: ["api.example.com"], refresh: oauth.refresh) --> transport
 /// ```
 ///
-/// The token requests go through `loader`, which should not contain the TokenAuth
+/// The token requests go through `loader`, which should not contain the TokenAuthMiddleware
 /// itself. Credentials travel in the form body only, never in a URL or a log line.
 public struct OAuth2PasswordFlow: Sendable {
     public let tokenURL: URL

@@ -4,7 +4,7 @@ extension APIRequest {
     /// What, besides method, URL and header fields, decides who a request speaks for
     /// and where it goes: the credential header fields (`Authorization`,
     /// `Proxy-Authorization`, `Cookie`, every header the request's ``Redaction`` treats
-    /// as secret, such as `X-Api-Key`, and every header ``ApplyEnvironment`` injected),
+    /// as secret, such as `X-Api-Key`, and every header ``EnvironmentMiddleware`` injected),
     /// the ``BasicCredentials`` and ``CompositeRoute`` options. Caches and de-duplication key by it, so answers never
     /// cross from one identity to another.
     ///

@@ -5,13 +5,13 @@
 /// Put it at the top of the chain:
 ///
 /// ```swift
-/// let chain = ResetGuard() --> TokenAuth(...) --> Retry() --> transport
+/// let chain = ResetGuardMiddleware() --> TokenAuthMiddleware(...) --> RetryMiddleware() --> transport
 /// await chain.reset()   // e.g. on logout
 /// ```
 ///
 /// Each request runs in a task of its own so the guard can cancel it; that costs two
 /// thread hops per request, which is why this is a loader you add, not a default.
-public struct ResetGuard: HTTPMiddleware {
+public struct ResetGuardMiddleware: HTTPMiddleware {
     private let registry = Registry()
 
     public init() {}

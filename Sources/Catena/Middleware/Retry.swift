@@ -17,7 +17,7 @@ public struct SystemRetryClock: RetryClock {
 }
 
 /// When and how often to retry. Set it per request as a ``RequestOption``; the
-/// ``Retry`` loader's strategy is the default.
+/// ``RetryMiddleware`` loader's strategy is the default.
 public struct RetryStrategy: Sendable, RequestOption {
     /// Attempts in all, the first included; 1 means never retry.
     public var maxAttempts: Int
@@ -91,7 +91,7 @@ public struct RetryStrategy: Sendable, RequestOption {
     }
 }
 
-/// How many attempts a request took; set by ``Retry`` on the response's request.
+/// How many attempts a request took; set by ``RetryMiddleware`` on the response's request.
 public enum RetryAttempt: RequestOption {
     public static let defaultValue = 1
 }
@@ -103,9 +103,9 @@ public enum RetryAttempt: RequestOption {
 ///
 /// Every attempt goes down the rest of the chain afresh, so its body is produced anew.
 /// A status that stays retryable after the last attempt is returned as the response
-/// (a ``Validate`` loader above turns it into an error); an error is thrown. Waiting
+/// (a ``ValidationMiddleware`` loader above turns it into an error); an error is thrown. Waiting
 /// ends at once when the calling task is cancelled.
-public struct Retry: HTTPMiddleware {
+public struct RetryMiddleware: HTTPMiddleware {
     /// The strategy for requests that do not set their own.
     public let strategy: RetryStrategy
     private let clock: any RetryClock

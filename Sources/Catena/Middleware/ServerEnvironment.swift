@@ -105,17 +105,17 @@ public struct ServerEnvironment: Sendable, RequestOption {
 }
 
 /// Fails a request that has no host yet: a loader that keys or guards by origin cannot
-/// work above ApplyEnvironment, and saying so beats silently doing nothing.
+/// work above EnvironmentMiddleware, and saying so beats silently doing nothing.
 func requireAbsolute(_ request: APIRequest, loader: String) throws(CatenaError) {
     guard request.host == nil else { return }
     throw CatenaError(
         .invalidRequest, request: request,
-        detail: "\(loader) got a request without a host: put it after ApplyEnvironment in the chain")
+        detail: "\(loader) got a request without a host: put it after EnvironmentMiddleware in the chain")
 }
 
 /// Sends relative requests to a ``ServerEnvironment``; a request whose
 /// ``ServerEnvironment`` option is set goes to that one instead.
-public struct ApplyEnvironment: HTTPMiddleware {
+public struct EnvironmentMiddleware: HTTPMiddleware {
     /// The environment requests go to unless they name their own.
     public let environment: ServerEnvironment
 

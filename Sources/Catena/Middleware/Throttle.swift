@@ -1,4 +1,4 @@
-/// Per-request opt-out of a ``Throttle``: a request with this option set to `true`
+/// Per-request opt-out of a ``ThrottleMiddleware``: a request with this option set to `true`
 /// goes straight through.
 public enum BypassThrottle: RequestOption {
     public static let defaultValue = false
@@ -9,7 +9,7 @@ public enum BypassThrottle: RequestOption {
 /// A waiting request whose task is cancelled leaves the queue at once, fails with
 /// ``CatenaError/Code/cancelled`` and never starts. ``reset()`` fails every waiting
 /// request with ``CatenaError/Code/cancelled``.
-public struct Throttle: HTTPMiddleware {
+public struct ThrottleMiddleware: HTTPMiddleware {
     /// How many requests may be in flight through this loader at once.
     public let limit: Int
     private let gate: Gate

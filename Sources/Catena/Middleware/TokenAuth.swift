@@ -34,7 +34,7 @@ public struct BearerToken: Sendable, Hashable {
 ///   for a slow refresh.
 /// - A token counts as expired `leeway` before its expiry, or half-way through its
 ///   lifetime when that is shorter, so short-lived tokens do not refresh on every request.
-public struct TokenAuth: HTTPMiddleware {
+public struct TokenAuthMiddleware: HTTPMiddleware {
     /// The origins (lowercased `"host"` or `"host:port"`) that may receive the token.
     public let hosts: Set<String>
     private let scope: CredentialScope
@@ -67,7 +67,7 @@ public struct TokenAuth: HTTPMiddleware {
     var waitingForRefresh: Int { store.waiting }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard case .send = try scope.decide(request, loader: "TokenAuth") else { return try await next.load(request) }
+        guard case .send = try scope.decide(request, loader: "TokenAuthMiddleware") else { return try await next.load(request) }
         let epoch = store.epoch
         let token = try await obtain(request) { try await store.validToken(since: epoch, for: request) }
         var authorized = request
@@ -98,11 +98,11 @@ public struct TokenAuth: HTTPMiddleware {
     }
 }
 
-/// The token and the refresh in flight, shared by every copy of a ``TokenAuth``.
+/// The token and the refresh in flight, shared by every copy of a ``TokenAuthMiddleware``.
 ///
 /// Requests that need a refresh wait on continuations of their own, not on the
 /// refresh's task: a waiting request that is cancelled (by its caller, or by a
-/// ``ResetGuard`` during logout) ends at once, however long the refresh takes.
+/// ``ResetGuardMiddleware`` during logout) ends at once, however long the refresh takes.
 final class TokenStore: Sendable {
     private typealias Waiter = CheckedContinuation<BearerToken, any Error>
 

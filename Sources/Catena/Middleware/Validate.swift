@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a ``Validate`` loader accepts, per chain and, as a ``RequestOption``, per request.
+/// What a ``ValidationMiddleware`` loader accepts, per chain and, as a ``RequestOption``, per request.
 public struct Acceptance: Sendable, RequestOption {
     /// Status codes that pass.
     public var statuses: Set<Int>
@@ -26,9 +26,9 @@ public struct Acceptance: Sendable, RequestOption {
 /// instead of the chain's.
 ///
 /// ```swift
-/// let chain = Validate(Acceptance(statuses: 200..<300, contentTypes: ["application/json"])) --> transport
+/// let chain = ValidationMiddleware(Acceptance(statuses: 200..<300, contentTypes: ["application/json"])) --> transport
 /// ```
-public struct Validate: HTTPMiddleware {
+public struct ValidationMiddleware: HTTPMiddleware {
     /// What the chain accepts.
     public let acceptance: Acceptance
 

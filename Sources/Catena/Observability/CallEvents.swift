@@ -2,20 +2,20 @@
 /// whoever observes the call (tracing and metrics middleware, a test).
 ///
 /// Loaders report only what the caller cannot see from the outcome alone: the attempts
-/// ``Retry`` made, the token refreshes ``TokenAuth`` waited for, what ``HTTPCache``
+/// ``RetryMiddleware`` made, the token refreshes ``TokenAuthMiddleware`` waited for, what ``CacheMiddleware``
 /// decided, and the sends a transport repeated on its own.
 public enum CallEvent: Sendable, Equatable {
-    /// ``Retry`` is about to wait `delay` and send attempt number `attempt` (2, 3, …),
+    /// ``RetryMiddleware`` is about to wait `delay` and send attempt number `attempt` (2, 3, …),
     /// because the previous attempt ended as `after` says.
     case retrying(attempt: Int, delay: Duration, after: Outcome)
     /// The transport sent the request again by itself, because the attempt failed
     /// with `after` before any response head (a reused connection turned out closed).
     case resent(after: CatenaError.Code)
-    /// ``TokenAuth`` needed a new token for this call and waited `waited` for it.
+    /// ``TokenAuthMiddleware`` needed a new token for this call and waited `waited` for it.
     /// `startedRefresh` is false when the call joined a refresh another call started;
     /// `succeeded` says whether a token came back.
     case tokenRefresh(startedRefresh: Bool, waited: Duration, succeeded: Bool)
-    /// What ``HTTPCache`` did with this call.
+    /// What ``CacheMiddleware`` did with this call.
     case cache(CacheOutcome)
     /// A transport received a response head with status `status`, `after` it handed
     /// the request to its HTTP client (once per exchange: each attempt and each
@@ -33,7 +33,7 @@ public enum CallEvent: Sendable, Equatable {
         case error(CatenaError.Code)
     }
 
-    /// What ``HTTPCache`` did with a call.
+    /// What ``CacheMiddleware`` did with a call.
     public enum CacheOutcome: String, Sendable, Equatable {
         /// Answered from a fresh entry, without the network.
         case hit

@@ -252,8 +252,8 @@ public struct EventSource: AsyncSequence, Sendable {
                 guard source.policy.reconnectsAfterUnavailable, let response = error.response,
                     [429, 502, 503, 504].contains(response.status.code)
                 else { return nil }
-                // Seconds or an HTTP date, as Retry reads it; held to a day.
-                let wait = response.headerFields[.retryAfter].flatMap { Retry.parseRetryAfter($0, now: Date()) }
+                // Seconds or an HTTP date, as RetryMiddleware reads it; held to a day.
+                let wait = response.headerFields[.retryAfter].flatMap { RetryMiddleware.parseRetryAfter($0, now: Date()) }
                 return .some(wait.map { Swift.min($0, .seconds(86_400)) })
             default:
                 return nil

@@ -74,7 +74,7 @@ struct HeadsOf<Next: HTTPLoader>: HTTPLoader {
         // A middleware that asks again (a retry, a resend after a refresh) has let go of
         // the earlier heads: their transfers end before the new one starts, so they
         // free their connections and throttle slots (a slot held by a discarded 503
-        // deadlocked Retry above Throttle(maxInFlight: 1)).
+        // deadlocked RetryMiddleware above ThrottleMiddleware(maxInFlight: 1)).
         kept.cancelAll()
         let streamed = try await next.stream(request)
         var head = streamed.head

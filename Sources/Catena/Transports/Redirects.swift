@@ -23,7 +23,7 @@ public enum RedirectPolicy: RequestOption, Sendable, Equatable {
 }
 
 /// Header fields that belong to the origin a request was built for and must never be
-/// sent to another one. ``ApplyEnvironment`` adds the names of the fields it adds; add
+/// sent to another one. ``EnvironmentMiddleware`` adds the names of the fields it adds; add
 /// your own for headers you set by hand.
 public enum OriginBoundHeaders: RequestOption {
     public static let defaultValue: Set<HTTPField.Name> = []
@@ -85,7 +85,7 @@ public enum Redirects {
         }
     }
 
-    /// Gives `hop` its idempotency key, when it gets one (a call without Retry above
+    /// Gives `hop` its idempotency key, when it gets one (a call without RetryMiddleware above
     /// gets it here, once for all its redirects), and returns its total timeout.
     @inline(never)
     private static func prepare(_ hop: inout APIRequest, defaultTimeout: Duration) throws(CatenaError) -> Duration {

@@ -65,16 +65,16 @@ struct ChainTests {
         #expect(mock.resetCount == 1)
     }
 
-    @Test("ModifyRequest changes the request; its error fails the request before it is sent")
+    @Test("RequestModifierMiddleware changes the request; its error fails the request before it is sent")
     func modifyRequest() async throws {
         let mock = MockTransport()
         mock.respond(status: .ok)
-        let chain = ModifyRequest { $0.headerFields[.userAgent] = "Catena-Test" } --> mock
+        let chain = RequestModifierMiddleware { $0.headerFields[.userAgent] = "Catena-Test" } --> mock
         _ = try await chain.load(try APIRequest(.get, urlString: "http://example.com/"))
         #expect(mock.requests.first?.headerFields[.userAgent] == "Catena-Test")
 
         struct SigningFailed: Error {}
-        let failing = ModifyRequest { _ in throw SigningFailed() } --> mock
+        let failing = RequestModifierMiddleware { _ in throw SigningFailed() } --> mock
         let error = await #expect(throws: CatenaError.self) {
             try await failing.load(try APIRequest(.get, urlString: "http://example.com/"))
         }
@@ -130,7 +130,7 @@ struct EnvironmentTests {
     func send(_ request: APIRequest) async throws -> APIRequest {
         let mock = MockTransport()
         mock.respond(status: .ok)
-        _ = try await (ApplyEnvironment(environment) --> mock).load(request)
+        _ = try await (EnvironmentMiddleware(environment) --> mock).load(request)
         return try #require(mock.requests.first)
     }
 
@@ -193,7 +193,7 @@ struct EnvironmentTests {
         #expect(environment.queryItems == [URLQueryItem(name: "api_key", value: "k3y"), URLQueryItem(name: "lang", value: "fr")])
         let mock = MockTransport()
         mock.respond()
-        _ = try await (ApplyEnvironment(environment) --> mock).load(try APIRequest(.get, path: ["users"]))
+        _ = try await (EnvironmentMiddleware(environment) --> mock).load(try APIRequest(.get, path: ["users"]))
         #expect(try mock.requests.first?.urlString() == "https://api.example.com/v1/users?api_key=k3y&lang=fr")
         #expect(mock.requests.first?.headerFields[.authorization] != nil)
         // A password in clear text to a host that is not loopback, or user info that
@@ -210,7 +210,7 @@ struct EnvironmentTests {
         let logs = CapturedLogs()
         let mock = MockTransport()
         mock.fail(.timedOut)
-        let chain = ApplyEnvironment(environment) --> LogMiddleware(logger: logs.logger(level: .debug)) --> mock
+        let chain = EnvironmentMiddleware(environment) --> LogMiddleware(logger: logs.logger(level: .debug)) --> mock
         let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["users"])) }
         let described = error.map { "\($0)" } ?? ""
         #expect(described.contains("appid=<redacted>"), "\(described)")

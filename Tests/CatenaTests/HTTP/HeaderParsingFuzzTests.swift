@@ -62,7 +62,7 @@ struct HeaderParsingFuzzTests {
             if let date = HTTPDate.parse(text) {
                 #expect((-62_135_596_800...253_402_300_800).contains(date.timeIntervalSince1970), "seed \(seed): \(text)")
             }
-            _ = Retry.parseRetryAfter(text, now: Date())
+            _ = RetryMiddleware.parseRetryAfter(text, now: Date())
         }
     }
 
@@ -130,7 +130,7 @@ struct HeaderParsingFuzzTests {
             ("Sun, 06 Nov 1994 08:49:37 GMT", 0), ("Fri, 31 Dec 9999 23:59:59 GMT", 253_402_300_799 - 1_800_000_000),
         ] as [(String, Double?)])
     func retryAfter(value: String, seconds: Double?) {
-        let wait = Retry.parseRetryAfter(value, now: Date(timeIntervalSince1970: 1_800_000_000))
+        let wait = RetryMiddleware.parseRetryAfter(value, now: Date(timeIntervalSince1970: 1_800_000_000))
         #expect(wait.map { Double($0.components.seconds) } == seconds)
     }
 

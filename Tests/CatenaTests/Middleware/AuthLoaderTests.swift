@@ -28,12 +28,12 @@ struct AuthTests {
     func basicAuth() async throws {
         let server = try await TestServer.running()
         let chain =
-            BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains"))
+            BasicAuthMiddleware(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "chains"))
             --> AsyncHTTPClientTransport.forTests()
         #expect(try await chain.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .ok)
 
         let wrong =
-            BasicAuth(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope"))
+            BasicAuthMiddleware(hosts: [try await TestServer.authority()], credentials: BasicCredentials(user: "catena", password: "nope"))
             --> AsyncHTTPClientTransport.forTests()
         #expect(try await wrong.load(try APIRequest(.get, baseURL: server.baseURL, path: ["api", "basic-auth"])).status == .unauthorized)
 
@@ -50,14 +50,16 @@ struct AuthTests {
         let mock = MockTransport()
         mock.respond()
         let env = try await TestServer.environment()
-        let token = TokenAuth(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: "t") } --> ApplyEnvironment(env) --> mock
-        let basic = BasicAuth(hosts: [try await TestServer.authority()], credentials: .init(user: "u", password: "p")) --> ApplyEnvironment(env) --> mock
-        let cache = HTTPCache() --> ApplyEnvironment(env) --> mock
-        let dedupe = Deduplicate() --> ApplyEnvironment(env) --> mock
+        let token =
+            TokenAuthMiddleware(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: "t") } --> EnvironmentMiddleware(env) --> mock
+        let basic =
+            BasicAuthMiddleware(hosts: [try await TestServer.authority()], credentials: .init(user: "u", password: "p")) --> EnvironmentMiddleware(env) --> mock
+        let cache = CacheMiddleware() --> EnvironmentMiddleware(env) --> mock
+        let dedupe = DeduplicationMiddleware() --> EnvironmentMiddleware(env) --> mock
         for chain in [token, basic, cache, dedupe] as [any HTTPLoader] {
             let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["api", "users"])) }
             #expect(error?.code == .invalidRequest)
-            #expect(error?.detail?.contains("put it after ApplyEnvironment") == true)
+            #expect(error?.detail?.contains("put it after EnvironmentMiddleware") == true)
         }
         #expect(mock.requests.isEmpty)
     }
@@ -65,8 +67,8 @@ struct AuthTests {
     @Test("OAuth 2: the first request logs in; an expired token is refreshed with the refresh-token grant")
     func oauthFlow() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
-        let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport.forTests()
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
+        let chain = EnvironmentMiddleware(env) --> auth --> AsyncHTTPClientTransport.forTests()
         let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).validateStatus().decode(Me.self)
         #expect(me.email == "eve.holt@reqres.in")
         #expect(auth.refreshCount == 1)
@@ -78,11 +80,11 @@ struct AuthTests {
         #expect(auth.currentToken?.accessToken != first.accessToken)
     }
 
-    @Test("a 401 that a Validate loader below turned into an error still triggers one refresh and a resend")
+    @Test("a 401 that a ValidationMiddleware loader below turned into an error still triggers one refresh and a resend")
     func refreshWithValidationBelow() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
-        let chain = ApplyEnvironment(env) --> auth --> Validate() --> AsyncHTTPClientTransport.forTests()
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
+        let chain = EnvironmentMiddleware(env) --> auth --> ValidationMiddleware() --> AsyncHTTPClientTransport.forTests()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"]))
         try await expire(try #require(auth.currentToken).accessToken)
         let me = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).decode(Me.self)
@@ -93,8 +95,8 @@ struct AuthTests {
     @Test("100 requests that get 401 at once cause exactly one refresh, and all succeed")
     func singleFlightRefresh() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
-        let chain = ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport.forTests()
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await oauth().refresh)
+        let chain = EnvironmentMiddleware(env) --> auth --> AsyncHTTPClientTransport.forTests()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).validateStatus()
         try await expire(try #require(auth.currentToken).accessToken)
 
@@ -113,7 +115,7 @@ struct AuthTests {
         struct RefreshDenied: Error {}
         let env = try await TestServer.environment()
         let refreshes = Atomic<Int>(0)
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token")) { _ in
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token")) { _ in
             refreshes.add(1, ordering: .relaxed)
             // Long enough that every one of the 20 401s arrives while it runs, also on a
             // loaded machine (a 401 after a failed refresh rightly tries a new one).
@@ -121,7 +123,7 @@ struct AuthTests {
             throw RefreshDenied()
         }
         let counter = Counter()
-        let chain = ApplyEnvironment(env) --> auth --> counter --> AsyncHTTPClientTransport.forTests()
+        let chain = EnvironmentMiddleware(env) --> auth --> counter --> AsyncHTTPClientTransport.forTests()
         let errors = try await withThrowingTaskGroup(of: CatenaError?.self) { group in
             for _ in 0..<20 {
                 group.addTask {
@@ -139,7 +141,7 @@ struct AuthTests {
     @Test("the token never reaches another host, also after a redirect", arguments: TransportKind.allCases)
     func tokenStaysHome(kind: TransportKind) async throws {
         let server = try await TestServer.running()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "t0ken-for-127")) { _ in
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "t0ken-for-127")) { _ in
             BearerToken(accessToken: "t0ken-for-127")
         }
         let chain = auth --> kind.make()

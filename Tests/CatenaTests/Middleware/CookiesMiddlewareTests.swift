@@ -5,16 +5,16 @@ import Testing
 
 /// The cookie jar against the demo server, which sets the cookies a test asks for
 /// (`/api/cookies/set`) and echoes the Cookie field it receives (`/api/echo`).
-@Suite("Cookies against the demo server")
+@Suite("CookieMiddleware against the demo server")
 struct CookieIntegrationTests {
     static func set(_ cookies: String...) throws -> APIRequest {
         try APIRequest(.get, path: ["api", "cookies", "set"], query: cookies.map { URLQueryItem(name: "cookie", value: $0) })
     }
 
     /// The demo server's environment, then the cookies, then the transport.
-    static func chain(_ kind: TransportKind, _ cookies: Cookies) async throws -> any HTTPLoader {
+    static func chain(_ kind: TransportKind, _ cookies: CookieMiddleware) async throws -> any HTTPLoader {
         let server = kind == .asyncHTTPClientHTTPS ? try await TLSServers.running() : try await TestServer.running()
-        return ApplyEnvironment(try #require(ServerEnvironment(baseURL: server.baseURL))) --> cookies --> kind.make()
+        return EnvironmentMiddleware(try #require(ServerEnvironment(baseURL: server.baseURL))) --> cookies --> kind.make()
     }
 
     static func echoCookie(_ chain: some HTTPLoader, path: [String] = ["api", "echo"]) async throws -> String? {
@@ -24,7 +24,7 @@ struct CookieIntegrationTests {
     @Test("a session cookie comes back; Path scopes it; Max-Age=0 deletes it; reset() forgets all", arguments: TransportKind.withHTTPS)
     func session(kind: TransportKind) async throws {
         let jar = CookieJar()
-        let chain = try await Self.chain(kind, Cookies(jar: jar))
+        let chain = try await Self.chain(kind, CookieMiddleware(jar: jar))
         #expect(try await Self.echoCookie(chain) == nil)
         let response = try await chain.load(try Self.set("session=abc123; Path=/api; HttpOnly", "other=1; Path=/elsewhere"))
         #expect(response.status == .ok)
@@ -42,11 +42,11 @@ struct CookieIntegrationTests {
     @Test("a Secure cookie is kept from HTTPS and sent over HTTPS only; from plain HTTP it is refused")
     func secure() async throws {
         let jar = CookieJar()
-        let https = try await Self.chain(.asyncHTTPClientHTTPS, Cookies(jar: jar))
+        let https = try await Self.chain(.asyncHTTPClientHTTPS, CookieMiddleware(jar: jar))
         _ = try await https.load(try Self.set("token=t1; Secure; Path=/"))
         #expect(try await Self.echoCookie(https) == "token=t1")
         // The same host (127.0.0.1) over plain HTTP: the Secure cookie stays behind.
-        let plain = try await Self.chain(.asyncHTTPClient, Cookies(jar: jar))
+        let plain = try await Self.chain(.asyncHTTPClient, CookieMiddleware(jar: jar))
         #expect(try await Self.echoCookie(plain) == nil)
         _ = try await plain.load(try Self.set("sneaky=1; Secure; Path=/"))
         #expect(jar.all.map(\.name) == ["token"])
@@ -54,7 +54,7 @@ struct CookieIntegrationTests {
 
     @Test("a Cookie field of the request's own is kept, the jar's after it", arguments: TransportKind.allCases)
     func ownCookie(kind: TransportKind) async throws {
-        let chain = try await Self.chain(kind, Cookies())
+        let chain = try await Self.chain(kind, CookieMiddleware())
         _ = try await chain.load(try Self.set("jar=1; Path=/"))
         var request = try APIRequest(.get, path: ["api", "echo"])
         request.headerFields[.cookie] = "mine=2"
@@ -62,11 +62,11 @@ struct CookieIntegrationTests {
         #expect(sent == "mine=2; jar=1")
     }
 
-    @Test("above ApplyEnvironment it fails at once, saying where it belongs")
+    @Test("above EnvironmentMiddleware it fails at once, saying where it belongs")
     func misplaced() async throws {
-        let chain = Cookies() --> (try await TransportKind.asyncHTTPClient.chain())
+        let chain = CookieMiddleware() --> (try await TransportKind.asyncHTTPClient.chain())
         let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, path: ["api", "echo"])) }
         #expect(error?.code == .invalidRequest)
-        #expect(error.map { "\($0)" }?.contains("below ApplyEnvironment") == true)
+        #expect(error.map { "\($0)" }?.contains("below EnvironmentMiddleware") == true)
     }
 }

@@ -10,7 +10,7 @@ import Testing
 @Suite("Idempotency-Key: a POST retried without a double effect")
 struct IdempotencyKeyTests {
     /// A transport on a connection of its own: libcurl resends a request itself when a
-    /// reused connection closes without an answer, which would hide what Retry does.
+    /// reused connection closes without an answer, which would hide what RetryMiddleware does.
     func freshTransport(_ kind: TransportKind) -> any HTTPLoader {
         kind == .urlSession
             ? URLSessionTransport(configuration: URLSessionTransport.defaultConfiguration, timeout: .seconds(30))
@@ -27,7 +27,7 @@ struct IdempotencyKeyTests {
         request[option: IdempotencyKey.self] = .fixed(key)
         let events = Locked<[CallEvent]>([])
         request.observe(CallObserver { event in events.withLock { $0.append(event) } })
-        let response = try await (Retry(Self.quickRetry) --> freshTransport(kind)).load(request)
+        let response = try await (RetryMiddleware(Self.quickRetry) --> freshTransport(kind)).load(request)
         #expect(response.status == .ok && String(decoding: response.body, as: UTF8.self) == MisbehavingServer.okBody)
         #expect(server.applied("\"\(key)\"") == 1, "the order was applied once")
         #expect(events.withLock { $0 }.contains { if case .retrying(attempt: 2, _, after: .error(.connectionLost)) = $0 { true } else { false } })
@@ -36,17 +36,19 @@ struct IdempotencyKeyTests {
         // applied and cut again, three times over).
         var generated = APIRequest(.post, url: server.url(.cutAfterApply), body: .json(["item": "cake"]))
         generated[option: IdempotencyKey.self] = .generated
-        #expect(try await (Retry(Self.quickRetry) --> freshTransport(kind)).load(generated).status == .ok)
+        #expect(try await (RetryMiddleware(Self.quickRetry) --> freshTransport(kind)).load(generated).status == .ok)
     }
 
-    @Test("without a key, Retry never sends a POST again: it was applied, and the caller hears of the lost connection", arguments: TransportKind.allCases)
+    @Test(
+        "without a key, RetryMiddleware never sends a POST again: it was applied, and the caller hears of the lost connection",
+        arguments: TransportKind.allCases)
     func unkeyedIsNotResent(kind: TransportKind) async throws {
         let server = try await FaultServer.running()
         let tag = UUID().uuidString
         var components = URLComponents(url: server.url(.cutAfterApply), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "tag", value: tag)]
         let request = APIRequest(.post, url: components.url!, body: .json(["item": "tea"]))
-        await #expect(throws: CatenaError.self) { try await (Retry(Self.quickRetry) --> freshTransport(kind)).load(request) }
+        await #expect(throws: CatenaError.self) { try await (RetryMiddleware(Self.quickRetry) --> freshTransport(kind)).load(request) }
         #expect(server.applied("tag:" + tag) == 1)
     }
 
@@ -101,7 +103,7 @@ struct IdempotencyKeyTests {
         let events = Locked<[CallEvent]>([])
         request.observe(CallObserver { event in events.withLock { $0.append(event) } })
         let patient = RetryStrategy(maxAttempts: 8, baseDelay: .milliseconds(200), jitter: false)
-        let response = try await (Retry(patient) --> chain).load(request)
+        let response = try await (RetryMiddleware(patient) --> chain).load(request)
         #expect(response.status == .created)
         #expect(try await count(item, on: chain) == 1)
         // Whether the retry met the key in progress (409) depends on whether the server
@@ -123,7 +125,7 @@ struct IdempotencyKeyTests {
         redirect.queryItems = [URLQueryItem(name: "status", value: "307"), URLQueryItem(name: "to", value: cut.url!.absoluteString)]
         var request = APIRequest(.post, url: redirect.url!, body: .json(["item": "tea"]))
         request[option: IdempotencyKey.self] = .generated
-        await #expect(throws: CatenaError.self) { try await (Retry(Self.quickRetry) --> freshTransport(kind)).load(request) }
+        await #expect(throws: CatenaError.self) { try await (RetryMiddleware(Self.quickRetry) --> freshTransport(kind)).load(request) }
         #expect(target.applied("tag:" + tag) == 1, "the POST reached the other origin once, without a key")
         await other.stop()
     }
@@ -139,7 +141,7 @@ struct IdempotencyKeyTests {
         request[option: IdempotencyKey.self] = .generated
         request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))
         let patient = RetryStrategy(maxAttempts: 6, baseDelay: .milliseconds(50), jitter: false)
-        let response = try await (Retry(patient) --> chain).load(request)
+        let response = try await (RetryMiddleware(patient) --> chain).load(request)
         #expect(response.status == .created)
         #expect(response.headerFields[HTTPField.Name("Idempotent-Replayed")!] == "true", "the second attempt got the first one's answer")
         #expect(try await count(item, on: chain) == 1)
@@ -152,7 +154,7 @@ struct IdempotencyKeyRequestTests {
     func keys() async throws {
         let mock = MockTransport()
         for _ in 0..<6 { mock.respond(status: .serviceUnavailable) }
-        let chain = Retry(RetryStrategy(maxAttempts: 3, baseDelay: .zero, jitter: false)) --> mock
+        let chain = RetryMiddleware(RetryStrategy(maxAttempts: 3, baseDelay: .zero, jitter: false)) --> mock
         var request = try APIRequest(.post, urlString: "http://127.0.0.1/orders", body: .json(["item": "tea"]))
         request[option: IdempotencyKey.self] = .generated
         _ = try await chain.load(request)
@@ -189,7 +191,7 @@ struct IdempotencyKeyRequestTests {
     )
     func conflictRetried() async throws {
         let mock = MockTransport()
-        let chain = Retry(RetryStrategy(maxAttempts: 3, baseDelay: .zero, jitter: false)) --> mock
+        let chain = RetryMiddleware(RetryStrategy(maxAttempts: 3, baseDelay: .zero, jitter: false)) --> mock
         var keyed = try APIRequest(.post, urlString: "http://127.0.0.1/orders", body: .json(["item": "tea"]))
         keyed[option: IdempotencyKey.self] = .generated
         mock.fail(.timedOut)

@@ -15,10 +15,10 @@ struct IdentityTests {
     @Test("a cache above the auth loader never serves one caller's private answer to another", arguments: TransportKind.allCases)
     func cacheAboveAuth(kind: TransportKind) async throws {
         let key = "identity-above-\(kind)-\(UUID().uuidString)"
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let chain =
-            ApplyEnvironment(try await TestServer.environment()) --> cache
-            --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
+            EnvironmentMiddleware(try await TestServer.environment()) --> cache
+            --> BasicAuthMiddleware(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
             --> kind.make()
         for who in [Self.alice, Self.bob] {
             var request = try cacheRequest(key, ["max_age": "3600"])
@@ -32,9 +32,10 @@ struct IdentityTests {
     @Test("a cache below the auth loader keeps a public answer per identity", arguments: TransportKind.allCases)
     func cacheBelowAuth(kind: TransportKind) async throws {
         let key = "identity-below-\(kind)-\(UUID().uuidString)"
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let chain =
-            ApplyEnvironment(try await TestServer.environment()) --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
+            EnvironmentMiddleware(try await TestServer.environment())
+            --> BasicAuthMiddleware(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] }
             --> cache --> kind.make()
         for who in [Self.alice, Self.bob, Self.alice, Self.bob] {
             var request = try cacheRequest(key, ["max_age": "3600", "public": "1"])
@@ -48,8 +49,8 @@ struct IdentityTests {
     @Test("callers that differ only by an API-key header get their own cache entries", arguments: TransportKind.allCases)
     func apiKeysKeptApart(kind: TransportKind) async throws {
         let key = "identity-apikey-\(kind)-\(UUID().uuidString)"
-        let cache = HTTPCache()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> cache --> kind.make()
+        let cache = CacheMiddleware()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> cache --> kind.make()
         let apiKey = HTTPField.Name("X-Api-Key")!
         for caller in ["key-a", "key-b", "key-a", "key-b"] {
             var request = try cacheRequest(key, ["max_age": "3600"])
@@ -63,8 +64,8 @@ struct IdentityTests {
     @Test("a fresh entry never answers a download, and a download is never stored", arguments: TransportKind.allCases)
     func downloadsBypass(kind: TransportKind) async throws {
         let key = "identity-download-\(kind)-\(UUID().uuidString)"
-        let cache = HTTPCache()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> cache --> kind.make()
+        let cache = CacheMiddleware()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> cache --> kind.make()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("catena-identity-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: file) }
         _ = try await chain.load(try cacheRequest(key, ["max_age": "3600"]))
@@ -79,8 +80,8 @@ struct IdentityTests {
     @Test("concurrent calls with different credentials are not merged", arguments: TransportKind.allCases)
     func dedupeKeepsIdentities(kind: TransportKind) async throws {
         let chain =
-            ApplyEnvironment(try await TestServer.environment()) --> Deduplicate()
-            --> BasicAuth(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] } --> kind.make()
+            EnvironmentMiddleware(try await TestServer.environment()) --> DeduplicationMiddleware()
+            --> BasicAuthMiddleware(hosts: [try await TestServer.authority()]) { $0[option: BasicCredentials.self] } --> kind.make()
         let right = BasicCredentials(user: "catena", password: "chains")
         let wrong = BasicCredentials(user: "catena", password: "wrong")
         async let first = chain.load(try Self.basicAuthRequest(right))

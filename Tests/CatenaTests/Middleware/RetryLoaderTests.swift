@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 @testable import CatenaTestSupport
 
-@Suite("Retry")
+@Suite("RetryMiddleware")
 struct RetryTests {
     func flaky(
         _ key: String, failures: Int, status: Int = 503, method: HTTPRequest.Method = .get, extra: [URLQueryItem] = [], body: APIRequest.Body = .empty
@@ -23,7 +23,8 @@ struct RetryTests {
     struct Call: Decodable { let call: Int }
 
     func chain(_ strategy: RetryStrategy = RetryStrategy(jitter: false), clock: VirtualClock, counter: Counter = Counter()) async throws -> some HTTPLoader {
-        ApplyEnvironment(try await TestServer.environment()) --> Retry(strategy, clock: clock) --> counter --> AsyncHTTPClientTransport.forTests()
+        EnvironmentMiddleware(try await TestServer.environment()) --> RetryMiddleware(strategy, clock: clock) --> counter
+            --> AsyncHTTPClientTransport.forTests()
     }
 
     @Test("each retryable status is retried with exponential backoff", arguments: [408, 429, 500, 502, 503, 504])
@@ -89,8 +90,8 @@ struct RetryTests {
         let clock = VirtualClock()
         let uppers = Locked<[Double]>([])
         let chain =
-            ApplyEnvironment(try await TestServer.environment())
-            --> Retry(.standard, clock: clock) { upper in
+            EnvironmentMiddleware(try await TestServer.environment())
+            --> RetryMiddleware(.standard, clock: clock) { upper in
                 uppers.withLock { $0.append(upper) }; return upper / 2
             }
             --> AsyncHTTPClientTransport.forTests()
@@ -104,7 +105,7 @@ struct RetryTests {
         let port = try await TestServer.closedPort()
         let clock = VirtualClock()
         let counter = Counter()
-        let chain = Retry(RetryStrategy(jitter: false), clock: clock) --> counter --> AsyncHTTPClientTransport.forTests()
+        let chain = RetryMiddleware(RetryStrategy(jitter: false), clock: clock) --> counter --> AsyncHTTPClientTransport.forTests()
         let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, urlString: "http://127.0.0.1:\(port)/")) }
         #expect(error?.code == .cannotConnect)
         #expect(counter.count.load(ordering: .relaxed) == 3)
@@ -120,7 +121,7 @@ struct RetryTests {
             let clock = VirtualClock()
             let strategy = RetryStrategy(errorCodes: [.cannotConnect, .cancelled, .resetInProgress])
             let error = await #expect(throws: CatenaError.self) {
-                try await (Retry(strategy, clock: clock) --> mock).load(try APIRequest(.get, urlString: "http://example.com/"))
+                try await (RetryMiddleware(strategy, clock: clock) --> mock).load(try APIRequest(.get, urlString: "http://example.com/"))
             }
             #expect(error?.code == code)
             #expect(mock.requests.count == 1)
@@ -153,8 +154,8 @@ struct RetryTests {
         }
         let clock = SignallingClock()
         let chain =
-            ApplyEnvironment(try await TestServer.environment())
-            --> Retry(RetryStrategy(baseDelay: .seconds(30), jitter: false), clock: clock) --> AsyncHTTPClientTransport.forTests()
+            EnvironmentMiddleware(try await TestServer.environment())
+            --> RetryMiddleware(RetryStrategy(baseDelay: .seconds(30), jitter: false), clock: clock) --> AsyncHTTPClientTransport.forTests()
         let task = Task { try await chain.load(try flaky(uniqueKey(), failures: 1)) }
         #expect(await Timing.eventually { clock.waiting.withLock { $0 } }, "the retry began its backoff")
         let cancelledAt = ContinuousClock.now

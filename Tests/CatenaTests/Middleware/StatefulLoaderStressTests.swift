@@ -72,11 +72,11 @@ struct StatefulLoaderStressTests {
         }
     }
 
-    @Test("ResetGuard → Deduplicate → HTTPCache: identities kept apart by their API keys, every call ends, nothing left registered")
+    @Test("ResetGuardMiddleware → DeduplicationMiddleware → CacheMiddleware: identities kept apart by their API keys, every call ends, nothing left registered")
     func dedupeAndCache() async throws {
-        let guardLoader = ResetGuard()
-        let dedupe = Deduplicate()
-        let cache = HTTPCache()
+        let guardLoader = ResetGuardMiddleware()
+        let dedupe = DeduplicationMiddleware()
+        let cache = CacheMiddleware()
         let chain = guardLoader --> dedupe --> cache --> WhoAsked()
         let wrong = Catena.Locked<[String]>([])
         let finished = await finishes(within: .seconds(120), unstick: { await chain.reset() }) {
@@ -106,10 +106,10 @@ struct StatefulLoaderStressTests {
         #expect(dedupe.sharedCalls == 0)
     }
 
-    @Test("ResetGuard → TokenAuth with slow and failing refreshes: every call ends, no waiter is left, a sent request always has a token")
+    @Test("ResetGuardMiddleware → TokenAuthMiddleware with slow and failing refreshes: every call ends, no waiter is left, a sent request always has a token")
     func tokenAuth() async throws {
         let refreshes = Catena.Locked(0)
-        let auth = TokenAuth(hosts: ["api.example.com"], leeway: .zero) { _ in
+        let auth = TokenAuthMiddleware(hosts: ["api.example.com"], leeway: .zero) { _ in
             let number = refreshes.withLock { count -> Int in
                 count += 1
                 return count
@@ -119,7 +119,7 @@ struct StatefulLoaderStressTests {
             // Every third token is born expired, so requests keep refreshing.
             return BearerToken(accessToken: "t\(number)", expiresAt: number % 3 == 0 ? Date(timeIntervalSinceNow: -1) : nil)
         }
-        let guardLoader = ResetGuard()
+        let guardLoader = ResetGuardMiddleware()
         let chain = guardLoader --> auth --> WhoAsked()
         let wrong = Catena.Locked<[String]>([])
         let finished = await finishes(within: .seconds(120), unstick: { await chain.reset() }) {
@@ -147,11 +147,11 @@ struct StatefulLoaderStressTests {
         #expect(refreshes.withLock { $0 } > 0)
     }
 
-    @Test("Composite routes and Throttle under resets: every call ends on the route it asked for")
+    @Test("Composite routes and ThrottleMiddleware under resets: every call ends on the route it asked for")
     func compositeAndThrottle() async throws {
-        let throttle = Throttle(maxInFlight: 2)
+        let throttle = ThrottleMiddleware(maxInFlight: 2)
         let chain =
-            ResetGuard()
+            ResetGuardMiddleware()
             --> Composite(
                 [
                     .init(name: "a", loader: throttle --> WhoAsked()) { $0.percentEncodedPath.hasPrefix("/p0") },

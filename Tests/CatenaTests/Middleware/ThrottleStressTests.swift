@@ -12,11 +12,11 @@ private struct Instant: HTTPLoader {
     }
 }
 
-@Suite("Throttle under contention")
+@Suite("ThrottleMiddleware under contention")
 struct ThrottleStressTests {
     @Test("16 tasks × 5,000 loads through a limit of 1 all finish, and a free slot never sits beside a waiter")
     func noLostWakeUp() async throws {
-        let throttle = Throttle(maxInFlight: 1)
+        let throttle = ThrottleMiddleware(maxInFlight: 1)
         let chain = throttle --> Instant()
         let request = try APIRequest(.get, urlString: "http://127.0.0.1/x")
         let finished = await withTaskGroup(of: Bool.self) { group in
@@ -73,7 +73,7 @@ struct ThrottleStressTests {
 
     @Test("cancelled and reset waiters never keep a slot: after a storm of cancels the throttle still serves")
     func cancelsAndResets() async throws {
-        let throttle = Throttle(maxInFlight: 2)
+        let throttle = ThrottleMiddleware(maxInFlight: 2)
         let chain = throttle --> Instant()
         let request = try APIRequest(.get, urlString: "http://127.0.0.1/x")
         for round in 0..<20 {

@@ -38,16 +38,16 @@ private struct FixedClock: RetryClock {
     func sleep(for duration: Duration) async throws {}
 }
 
-@Suite("TokenAuth")
+@Suite("TokenAuthMiddleware")
 struct TokenAuthTests {
     @Test("reset returns at once while a refresh that ignores cancellation runs, and the waiting request ends cancelled (issue 11, defect 4)")
     func resetDoesNotWaitForRefresh() async throws {
         let latch = Latch()
         let mock = MockTransport()
-        let guardLoader = ResetGuard()
+        let guardLoader = ResetGuardMiddleware()
         let chain =
             guardLoader
-            --> TokenAuth(hosts: ["api.example.com"]) { _ in
+            --> TokenAuthMiddleware(hosts: ["api.example.com"]) { _ in
                 await latch.wait()
                 return BearerToken(accessToken: "late")
             } --> mock
@@ -67,11 +67,11 @@ struct TokenAuthTests {
         #expect(guardLoader.inFlight == 0)
     }
 
-    @Test("reset alone (no ResetGuard) ends the waiting request, and the late refresh's token is not kept")
+    @Test("reset alone (no ResetGuardMiddleware) ends the waiting request, and the late refresh's token is not kept")
     func resetWithoutGuard() async throws {
         let latch = Latch()
         let mock = MockTransport()
-        let auth = TokenAuth(hosts: ["api.example.com"]) { _ in
+        let auth = TokenAuthMiddleware(hosts: ["api.example.com"]) { _ in
             await latch.wait()
             return BearerToken(accessToken: "late")
         }
@@ -92,7 +92,7 @@ struct TokenAuthTests {
     func noRefreshAfterReset() async throws {
         let mock = MockTransport()
         let resetDone = Latch()
-        let auth = TokenAuth(hosts: ["api.example.com"], token: BearerToken(accessToken: "old")) { _ in BearerToken(accessToken: "relogin") }
+        let auth = TokenAuthMiddleware(hosts: ["api.example.com"], token: BearerToken(accessToken: "old")) { _ in BearerToken(accessToken: "relogin") }
         // The server answers 401 only after the chain was reset meanwhile.
         mock.enqueue { request throws(CatenaError) in
             await resetDone.wait()
@@ -114,7 +114,7 @@ struct TokenAuthTests {
         let latch = Latch()
         let mock = MockTransport()
         mock.respond()
-        let auth = TokenAuth(hosts: ["api.example.com"]) { _ in
+        let auth = TokenAuthMiddleware(hosts: ["api.example.com"]) { _ in
             await latch.wait()
             return BearerToken(accessToken: "fresh")
         }
@@ -138,7 +138,7 @@ struct TokenAuthTests {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let mock = MockTransport()
         for _ in 0..<5 { mock.respond() }
-        let auth = TokenAuth(hosts: ["api.example.com"], leeway: .seconds(30), clock: FixedClock(date: now)) { _ in
+        let auth = TokenAuthMiddleware(hosts: ["api.example.com"], leeway: .seconds(30), clock: FixedClock(date: now)) { _ in
             BearerToken(accessToken: "short", expiresAt: now.addingTimeInterval(10))
         }
         let chain = auth --> mock
@@ -151,7 +151,7 @@ struct TokenAuthTests {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let mock = MockTransport()
         mock.respond()
-        let auth = TokenAuth(
+        let auth = TokenAuthMiddleware(
             hosts: ["api.example.com"], token: BearerToken(accessToken: "old", expiresAt: now.addingTimeInterval(-1)),
             clock: FixedClock(date: now)
         ) { _ in BearerToken(accessToken: "new") }
@@ -184,8 +184,8 @@ struct TokenAuthTests {
         let mock = MockTransport()
         mock.respond()
         mock.respond()
-        let token = TokenAuth(hosts: [entry], token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
-        let basic = BasicAuth(hosts: [entry], credentials: BasicCredentials(user: "u", password: "p")) --> mock
+        let token = TokenAuthMiddleware(hosts: [entry], token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
+        let basic = BasicAuthMiddleware(hosts: [entry], credentials: BasicCredentials(user: "u", password: "p")) --> mock
         for chain in [token, basic] as [any HTTPLoader] {
             do {
                 _ = try await chain.load(try APIRequest(.get, urlString: url))
@@ -206,8 +206,9 @@ struct TokenAuthTests {
     @Test("credentials never go over plain http to a host that is not loopback, unless allowed")
     func refusesPlainHTTP() async throws {
         let mock = MockTransport()
-        let token = TokenAuth(hosts: ["api.example.com"], token: BearerToken(accessToken: "secret-token")) { _ in BearerToken(accessToken: "t") } --> mock
-        let basic = BasicAuth(hosts: ["api.example.com"], credentials: BasicCredentials(user: "u", password: "secret-password")) --> mock
+        let token =
+            TokenAuthMiddleware(hosts: ["api.example.com"], token: BearerToken(accessToken: "secret-token")) { _ in BearerToken(accessToken: "t") } --> mock
+        let basic = BasicAuthMiddleware(hosts: ["api.example.com"], credentials: BasicCredentials(user: "u", password: "secret-password")) --> mock
         for chain in [token, basic] as [any HTTPLoader] {
             let error = await #expect(throws: CatenaError.self) { try await chain.load(try APIRequest(.get, urlString: "http://api.example.com/me")) }
             #expect(error?.code == .invalidRequest)
@@ -218,7 +219,8 @@ struct TokenAuthTests {
 
         mock.respond()
         let allowed =
-            TokenAuth(hosts: ["api.example.com"], allowHTTP: true, token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
+            TokenAuthMiddleware(hosts: ["api.example.com"], allowHTTP: true, token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") }
+            --> mock
         _ = try await allowed.load(try APIRequest(.get, urlString: "http://api.example.com/me"))
         #expect(mock.requests.first?.headerFields[.authorization] == "Bearer t")
     }
@@ -243,7 +245,7 @@ struct TokenAuthTests {
             let loopback = ["127.0.0.1", "localhost", "::1"].contains(host)
             let mock = MockTransport()
             mock.respond()
-            let chain = TokenAuth(hosts: [entry], token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
+            let chain = TokenAuthMiddleware(hosts: [entry], token: BearerToken(accessToken: "t")) { _ in BearerToken(accessToken: "t") } --> mock
             let result: Result<APIResponse, CatenaError>
             do { result = .success(try await chain.load(try APIRequest(.get, urlString: url))) } catch { result = .failure(error) }
             switch result {

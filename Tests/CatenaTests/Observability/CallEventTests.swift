@@ -32,14 +32,14 @@ private struct InstantClock: RetryClock {
 struct CallEventTests {
     let url = URL(string: "https://api.example.com/items")!
 
-    @Test("Retry reports each retry with its attempt number, delay and cause")
+    @Test("RetryMiddleware reports each retry with its attempt number, delay and cause")
     func retry() async throws {
         let log = EventLog()
         let mock = MockTransport()
         mock.respond(status: .serviceUnavailable)
         mock.fail(.connectionLost)
         mock.respond()
-        let chain = log.observer --> Retry(RetryStrategy(baseDelay: .milliseconds(100), jitter: false), clock: InstantClock()) --> mock
+        let chain = log.observer --> RetryMiddleware(RetryStrategy(baseDelay: .milliseconds(100), jitter: false), clock: InstantClock()) --> mock
         #expect(try await chain.load(APIRequest(url: url)).status == .ok)
         #expect(
             log.all == [
@@ -54,19 +54,19 @@ struct CallEventTests {
         let mock = MockTransport()
         mock.respond(status: .serviceUnavailable)
         mock.respond()
-        let chain = Retry(RetryStrategy(jitter: false), clock: InstantClock()) --> log.observer --> mock
+        let chain = RetryMiddleware(RetryStrategy(jitter: false), clock: InstantClock()) --> log.observer --> mock
         #expect(try await chain.load(APIRequest(url: url)).status == .ok)
         #expect(log.all.isEmpty)
     }
 
-    @Test("TokenAuth reports a refresh this call started, and whether it failed")
+    @Test("TokenAuthMiddleware reports a refresh this call started, and whether it failed")
     func refresh() async throws {
         struct Refused: Error {}
         let log = EventLog()
         let mock = MockTransport()
-        let failing = log.observer --> TokenAuth(hosts: ["api.example.com"]) { _ in throw Refused() } --> mock
+        let failing = log.observer --> TokenAuthMiddleware(hosts: ["api.example.com"]) { _ in throw Refused() } --> mock
         await #expect(throws: CatenaError.self) { try await failing.load(APIRequest(url: url)) }
-        let succeeding = log.observer --> TokenAuth(hosts: ["api.example.com"]) { _ in BearerToken(accessToken: "t") } --> mock
+        let succeeding = log.observer --> TokenAuthMiddleware(hosts: ["api.example.com"]) { _ in BearerToken(accessToken: "t") } --> mock
         mock.respond()
         mock.respond()
         _ = try await succeeding.load(APIRequest(url: url))
@@ -79,7 +79,7 @@ struct CallEventTests {
         #expect(refreshes.map(\.1) == [false, true])
     }
 
-    @Test("HTTPCache reports miss, hit and revalidation; a transport reports the body bytes it produced")
+    @Test("CacheMiddleware reports miss, hit and revalidation; a transport reports the body bytes it produced")
     func cacheAndBody() async throws {
         let log = EventLog()
         let mock = MockTransport()
@@ -87,7 +87,7 @@ struct CallEventTests {
         mock.respond(status: .notModified, headerFields: [.eTag: "\"v1\""])
         mock.respond(headerFields: [.cacheControl: "max-age=60"], body: Data("two".utf8))
         mock.respond()
-        let chain = log.observer --> HTTPCache() --> mock
+        let chain = log.observer --> CacheMiddleware() --> mock
         _ = try await chain.load(APIRequest(url: url))
         _ = try await chain.load(APIRequest(url: url))
         let other = URL(string: "https://api.example.com/other")!

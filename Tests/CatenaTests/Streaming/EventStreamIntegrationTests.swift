@@ -135,7 +135,7 @@ struct EventStreamIntegrationTests {
             #expect(error.code == .invalidResponse)
         }
         // A long stream, left after two events: the throttle's only slot comes back.
-        let throttled = Throttle(maxInFlight: 1) --> chain
+        let throttled = ThrottleMiddleware(maxInFlight: 1) --> chain
         let long = try APIRequest(
             .get, path: ["api", "events"],
             query: [

@@ -56,8 +56,8 @@ struct StreamingTests {
 
     @Test("leaving the loop cancels the request and frees its throttle slot at once", arguments: TransportKind.allCases)
     func leavingCancels(kind: TransportKind) async throws {
-        let throttle = Throttle(maxInFlight: 1)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> kind.make()
+        let throttle = ThrottleMiddleware(maxInFlight: 1)
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> throttle --> kind.make()
         let ended = Catena.Locked<CatenaError.Code?>(nil)
         // 100 chunks, 10 s and more: read one, then leave the loop (the response itself
         // stays in scope: leaving the loop is what ends it).
@@ -79,12 +79,14 @@ struct StreamingTests {
         _ = response
     }
 
-    @Test("Retry above Throttle(maxInFlight: 1): a retried stream does not wait forever for the slot its 503 held", arguments: TransportKind.allCases)
+    @Test(
+        "RetryMiddleware above ThrottleMiddleware(maxInFlight: 1): a retried stream does not wait forever for the slot its 503 held",
+        arguments: TransportKind.allCases)
     func retryAboveThrottle(kind: TransportKind) async throws {
-        let throttle = Throttle(maxInFlight: 1)
+        let throttle = ThrottleMiddleware(maxInFlight: 1)
         let chain =
-            ApplyEnvironment(try await TestServer.environment())
-            --> Retry(RetryStrategy(baseDelay: .milliseconds(10), jitter: false)) --> throttle --> kind.make()
+            EnvironmentMiddleware(try await TestServer.environment())
+            --> RetryMiddleware(RetryStrategy(baseDelay: .milliseconds(10), jitter: false)) --> throttle --> kind.make()
         let done = Catena.Locked(false)
         let call = Task {
             defer { done.withLock { $0 = true } }
@@ -98,8 +100,8 @@ struct StreamingTests {
 
     @Test("a reset cancels a stream whose body is still being read", arguments: TransportKind.allCases)
     func resetCancelsStreams(kind: TransportKind) async throws {
-        let guardLoader = ResetGuard()
-        let chain = guardLoader --> ApplyEnvironment(try await TestServer.environment()) --> kind.make()
+        let guardLoader = ResetGuardMiddleware()
+        let chain = guardLoader --> EnvironmentMiddleware(try await TestServer.environment()) --> kind.make()
         let response = try await chain.stream(try drip(chunks: 100, interval: Timing.stretch(0.1)))
         let ended = Catena.Locked<CatenaError.Code?>(nil)
         response.body.whenEnded { _, error in ended.withLock { $0 = error?.code ?? .unknown } }
@@ -184,12 +186,12 @@ struct StreamingTests {
         }
     }
 
-    @Test("through TokenAuth: a 401 head refreshes the token and the stream comes from the resend", arguments: TransportKind.allCases)
+    @Test("through TokenAuthMiddleware: a 401 head refreshes the token and the stream comes from the resend", arguments: TransportKind.allCases)
     func authRefresh(kind: TransportKind) async throws {
-        let auth = TokenAuth(
+        let auth = TokenAuthMiddleware(
             hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token"),
             refresh: try await AuthTests().oauth().refresh)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> Retry() --> auth --> kind.make()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> RetryMiddleware() --> auth --> kind.make()
         let response = try await chain.stream(try APIRequest(.get, path: ["api", "protected", "me"]))
         #expect(response.status == .ok)
         let body = try await response.collect().body
@@ -201,7 +203,7 @@ struct StreamingTests {
     func logged() async throws {
         let logs = CapturedLogs()
         let chain =
-            ApplyEnvironment(try await TestServer.environment()) --> LogMiddleware(logger: logs.logger(level: .debug))
+            EnvironmentMiddleware(try await TestServer.environment()) --> LogMiddleware(logger: logs.logger(level: .debug))
             --> AsyncHTTPClientTransport.forTests()
         let response = try await chain.stream(try drip(chunks: 5, interval: 0.01))
         #expect(logs.all.contains { $0.text.hasPrefix("← 200") })

@@ -84,7 +84,7 @@ struct UploadTests {
         }
         let clock = VirtualClock()
         let chain =
-            ApplyEnvironment(try await TestServer.environment()) --> Retry(RetryStrategy(jitter: false), clock: clock)
+            EnvironmentMiddleware(try await TestServer.environment()) --> RetryMiddleware(RetryStrategy(jitter: false), clock: clock)
             --> TransportKind.asyncHTTPClient.make()
         let request = try APIRequest(.put, path: ["api", "flaky"], query: .items(["key": uniqueKey(), "failures": "2"]), body: body)
         #expect(try await chain.load(request).status == .ok)

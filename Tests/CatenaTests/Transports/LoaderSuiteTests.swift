@@ -7,12 +7,12 @@ import Synchronization
 import Testing
 @testable import CatenaTestSupport
 
-@Suite("Validate")
+@Suite("ValidationMiddleware")
 struct ValidateTests {
     @Test("unacceptable statuses and content types fail with the response; a request can widen what it accepts")
     func validate() async throws {
         let env = try await TestServer.environment()
-        let chain = ApplyEnvironment(env) --> Validate(Acceptance(contentTypes: ["application/json"])) --> AsyncHTTPClientTransport.forTests()
+        let chain = EnvironmentMiddleware(env) --> ValidationMiddleware(Acceptance(contentTypes: ["application/json"])) --> AsyncHTTPClientTransport.forTests()
 
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "users", "1"])).status == .ok)
 
@@ -33,12 +33,12 @@ struct ValidateTests {
     }
 }
 
-@Suite("Throttle")
+@Suite("ThrottleMiddleware")
 struct ThrottleTests {
     @Test("the server never sees more than the limit in flight; opted-out requests pass")
     func peakEqualsLimit() async throws {
         let key = uniqueKey()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> Throttle(maxInFlight: 3) --> AsyncHTTPClientTransport.forTests()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> ThrottleMiddleware(maxInFlight: 3) --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
             // 1 s each, so that three overlap at the server even on a loaded machine.
             for _ in 0..<12 { group.addTask { try await chain.load(try holdRequest(key, hold: 1)).status } }
@@ -65,8 +65,8 @@ struct ThrottleTests {
     @Test("a queued request that is cancelled leaves at once and never starts")
     func cancelWhileQueued() async throws {
         let key = uniqueKey()
-        let throttle = Throttle(maxInFlight: 1)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport.forTests()
+        let throttle = ThrottleMiddleware(maxInFlight: 1)
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport.forTests()
         // The slot frees about 10 s after the cancel: leaving within 5 s proves the queue
         // did not wait for it, with room for a loaded machine.
         let first = Task { try await chain.load(try holdRequest(key, hold: Timing.stretch(10))) }
@@ -89,8 +89,8 @@ extension ThrottleTests {
     @Test("reset fails every waiting request with cancelled; the one in flight finishes")
     func resetFailsWaiters() async throws {
         let key = uniqueKey()
-        let throttle = Throttle(maxInFlight: 1)
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport.forTests()
+        let throttle = ThrottleMiddleware(maxInFlight: 1)
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> throttle --> AsyncHTTPClientTransport.forTests()
         let running = Task { try await chain.load(try holdRequest(key, hold: 0.5)) }
         try await Task.sleep(for: .milliseconds(100))
         let waiters = (0..<3).map { _ in Task { try await chain.load(try holdRequest(key)) } }
@@ -110,9 +110,9 @@ extension ThrottleTests {
 struct ResetTests {
     @Test("reset during 100 requests in flight completes them all with cancelled, rejects newcomers, then opens again")
     func resetInFlight() async throws {
-        let resetGuard = ResetGuard()
+        let resetGuard = ResetGuardMiddleware()
         let slow = SlowReset()
-        let chain = resetGuard --> ApplyEnvironment(try await TestServer.environment()) --> slow --> AsyncHTTPClientTransport.forTests()
+        let chain = resetGuard --> EnvironmentMiddleware(try await TestServer.environment()) --> slow --> AsyncHTTPClientTransport.forTests()
         let slowRequest = try APIRequest(.get, path: ["api", "users", "1"], query: [URLQueryItem(name: "delay", value: "10")])
         let tasks = (0..<100).map { _ in Task { try await chain.load(slowRequest) } }
         try await Task.sleep(for: .milliseconds(300))
@@ -136,8 +136,8 @@ struct ResetTests {
     @Test("reset makes loaders drop their state: the token is fetched again")
     func resetDropsToken() async throws {
         let env = try await TestServer.environment()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: UUID().uuidString) }
-        let chain = ResetGuard() --> ApplyEnvironment(env) --> auth --> AsyncHTTPClientTransport.forTests()
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()]) { _ in BearerToken(accessToken: UUID().uuidString) }
+        let chain = ResetGuardMiddleware() --> EnvironmentMiddleware(env) --> auth --> AsyncHTTPClientTransport.forTests()
         _ = try await chain.load(try APIRequest(.get, path: ["api", "echo"]))
         #expect(auth.refreshCount == 1)
         await chain.reset()
@@ -157,11 +157,12 @@ struct CompositeTests {
             [
                 .init(
                     name: "basic",
-                    loader: BasicAuth(hosts: [try await TestServer.authority()], credentials: .init(user: "catena", password: "chains")) --> basic
+                    loader: BasicAuthMiddleware(hosts: [try await TestServer.authority()], credentials: .init(user: "catena", password: "chains")) --> basic
                 ) { $0.percentEncodedPath.hasPrefix("/api/basic") },
                 .init(
                     name: "token",
-                    loader: TokenAuth(hosts: [try await TestServer.authority()], token: .init(accessToken: "tok")) { _ in .init(accessToken: "tok") } --> token
+                    loader: TokenAuthMiddleware(hosts: [try await TestServer.authority()], token: .init(accessToken: "tok")) { _ in .init(accessToken: "tok") }
+                        --> token
                 ) { $0.percentEncodedPath.hasPrefix("/api/protected") },
             ], fallback: fallback)
         for mock in [basic, token, fallback] { mock.respond(); mock.respond() }
@@ -198,7 +199,7 @@ struct DeduplicateTests {
     @Test("10 identical GETs make one transport call; each caller gets its own response")
     func tenBecomeOne() async throws {
         let key = uniqueKey()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> Deduplicate() --> AsyncHTTPClientTransport.forTests()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> DeduplicationMiddleware() --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
             for _ in 0..<10 { group.addTask { try await chain.load(try shared(key)).status } }
             var count = 0
@@ -218,8 +219,8 @@ struct DeduplicateTests {
     @Test("one caller's cancel leaves the others served; when all cancel, the call is cancelled")
     func cancellation() async throws {
         let key = uniqueKey()
-        let dedupe = Deduplicate()
-        let chain = ApplyEnvironment(try await TestServer.environment()) --> dedupe --> AsyncHTTPClientTransport.forTests()
+        let dedupe = DeduplicationMiddleware()
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> dedupe --> AsyncHTTPClientTransport.forTests()
         let tasks = (0..<5).map { _ in Task { try await chain.load(try shared(key)) } }
         try await Task.sleep(for: .milliseconds(100))
         tasks[0].cancel()
@@ -242,10 +243,10 @@ struct CombinedLoaderTests {
     func everyRequestCompletesOnce() async throws {
         let env = try await TestServer.environment()
         let clock = VirtualClock()
-        let auth = TokenAuth(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth().refresh)
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth().refresh)
         let chain =
-            ResetGuard() --> ApplyEnvironment(env) --> Deduplicate() --> Throttle(maxInFlight: 4)
-            --> Retry(RetryStrategy(jitter: false), clock: clock) --> Validate() --> auth --> AsyncHTTPClientTransport.forTests()
+            ResetGuardMiddleware() --> EnvironmentMiddleware(env) --> DeduplicationMiddleware() --> ThrottleMiddleware(maxInFlight: 4)
+            --> RetryMiddleware(RetryStrategy(jitter: false), clock: clock) --> ValidationMiddleware() --> auth --> AsyncHTTPClientTransport.forTests()
 
         let completions = Tally()
         let outcomes = Tally()

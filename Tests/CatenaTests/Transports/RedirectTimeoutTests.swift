@@ -148,7 +148,7 @@ struct RedirectTimeoutTests {
             var sent = request
             sent.headerFields.append(contentsOf: fields)
             let environment = try #require(ServerEnvironment(baseURL: base, headerFields: environmentFields))
-            let chain = ApplyEnvironment(environment) --> kind.make()
+            let chain = EnvironmentMiddleware(environment) --> kind.make()
             let echo = try await chain.load(sent).decode(Echo.self)
             let leaked = echo.headers.values.contains { $0.contains(secret) }
             #expect(leaked == (destination == .sameOrigin), "\(kind) \(source) \(destination)")

@@ -48,7 +48,7 @@ struct PhotoEndpointTests {
     func seededFailures() async throws {
         func pattern(seed: UInt64) async throws -> [Bool] {
             let server = try await DemoServer.start(photos: PhotoSettings(failureRate: 0.5, seed: seed))
-            let client = Client(ApplyEnvironment(ServerEnvironment(baseURL: server.baseURL)!) --> AsyncHTTPClientTransport.forTests())
+            let client = Client(EnvironmentMiddleware(ServerEnvironment(baseURL: server.baseURL)!) --> AsyncHTTPClientTransport.forTests())
             let photos = try await client.send(GetRecentEndpoint(perPage: 20)).photos.photo
             let results = try await client.sendAll(photos.map { GetSizesEndpoint(photoID: $0.id) }, maxConcurrent: 4)
             await server.stop()

@@ -7,15 +7,15 @@ final class CacheStore: Sendable {
         var entries: [String: (entry: CacheEntry, used: UInt64)] = [:]
         var bytes = 0
         var clock: UInt64 = 0
-        var statistics = HTTPCache.Statistics()
+        var statistics = CacheMiddleware.Statistics()
     }
 
     private let state = Locked(State())
 
-    var statistics: HTTPCache.Statistics { state.withLock { $0.statistics } }
+    var statistics: CacheMiddleware.Statistics { state.withLock { $0.statistics } }
     var usage: (entries: Int, bytes: Int) { state.withLock { ($0.entries.count, $0.bytes) } }
 
-    func count(_ counter: WritableKeyPath<HTTPCache.Statistics, Int>) {
+    func count(_ counter: WritableKeyPath<CacheMiddleware.Statistics, Int>) {
         state.withLock { $0.statistics[keyPath: counter] += 1 }
     }
 

@@ -21,10 +21,10 @@ import HTTPTypes
 /// so that a hit costs no network work:
 ///
 /// ```swift
-/// let cache = HTTPCache(maximumBytes: 20 << 20)
-/// let chain = ApplyEnvironment(env) --> cache --> Retry() --> AsyncHTTPClientTransport()
+/// let cache = CacheMiddleware(maximumBytes: 20 << 20)
+/// let chain = EnvironmentMiddleware(env) --> cache --> RetryMiddleware() --> AsyncHTTPClientTransport()
 /// ```
-public struct HTTPCache: HTTPMiddleware {
+public struct CacheMiddleware: HTTPMiddleware {
     /// How the cache answered so far.
     public struct Statistics: Sendable, Equatable {
         /// Fresh entries returned without a request.
@@ -66,7 +66,7 @@ public struct HTTPCache: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        try requireAbsolute(request, loader: "HTTPCache")
+        try requireAbsolute(request, loader: "CacheMiddleware")
         // A download's body goes to a file, not through here: never answered from the
         // cache, never stored.
         guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
@@ -101,7 +101,7 @@ public struct HTTPCache: HTTPMiddleware {
         do {
             answer = try await next.load(entry.conditional(request))
         } catch {
-            // A Validate below the cache does not know that a 304 answers the cache's
+            // A ValidationMiddleware below the cache does not know that a 304 answers the cache's
             // own question, and fails it: that 304 is still the answer.
             guard let response = error.response, response.status.code == 304 else { throw error }
             answer = response
@@ -124,7 +124,7 @@ public struct HTTPCache: HTTPMiddleware {
     /// as it comes is not kept); a successful unsafe request still drops the entries
     /// for its URL.
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
-        try requireAbsolute(request, loader: "HTTPCache")
+        try requireAbsolute(request, loader: "CacheMiddleware")
         let streamed = try await next.stream(request)
         if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(streamed.status.code),
             let address = try? request.urlString()

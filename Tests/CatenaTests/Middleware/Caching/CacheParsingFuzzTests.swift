@@ -7,7 +7,7 @@ import CatenaDemoServer
 
 /// Random and adversarial header values for the HTTP cache's parsers: none may trap,
 /// and well-formed values mean what they say.
-@Suite("HTTPCache parsers under hostile input")
+@Suite("CacheMiddleware parsers under hostile input")
 struct CacheParsingFuzzTests {
     static let pieces = [
         "=", ",", " ", "\"", "max-age", "no-cache", "no-store", "public", "private", "0", "-1", "60",

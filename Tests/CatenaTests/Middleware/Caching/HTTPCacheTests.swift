@@ -30,16 +30,16 @@ final class TestClock: Sendable {
     func advance(_ seconds: TimeInterval) { now.withLock { $0 += seconds } }
 }
 
-@Suite("HTTPCache against the demo server")
+@Suite("CacheMiddleware against the demo server")
 struct HTTPCacheTests {
-    func chain(_ cache: HTTPCache, _ kind: TransportKind = .asyncHTTPClient) async throws -> any HTTPLoader {
-        ApplyEnvironment(try await TestServer.environment()) --> cache --> kind.make()
+    func chain(_ cache: CacheMiddleware, _ kind: TransportKind = .asyncHTTPClient) async throws -> any HTTPLoader {
+        EnvironmentMiddleware(try await TestServer.environment()) --> cache --> kind.make()
     }
 
     @Test("within max-age the cache answers without asking the server", arguments: TransportKind.allCases)
     func hitWithinMaxAge(kind: TransportKind) async throws {
         let clock = TestClock()
-        let cache = HTTPCache(now: clock.read)
+        let cache = CacheMiddleware(now: clock.read)
         let loader = try await chain(cache, kind)
         let key = uniqueKey()
         let request = try cacheRequest(key, ["max_age": "60", "etag": "0", "last_modified": "0"])
@@ -58,7 +58,7 @@ struct HTTPCacheTests {
 
     @Test("Expires gives freshness when there is no max-age; an invalid Expires means already expired")
     func expires() async throws {
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let loader = try await chain(cache)
         let fresh = uniqueKey()
         for _ in 0..<2 { _ = try await loader.load(try cacheRequest(fresh, ["expires": "3600", "etag": "0", "last_modified": "0"])) }
@@ -71,7 +71,7 @@ struct HTTPCacheTests {
     @Test("a stale entry is revalidated with If-None-Match and a 304 serves it", arguments: TransportKind.allCases)
     func revalidateETag(kind: TransportKind) async throws {
         let clock = TestClock()
-        let cache = HTTPCache(now: clock.read)
+        let cache = CacheMiddleware(now: clock.read)
         let loader = try await chain(cache, kind)
         let key = uniqueKey()
         let request = try cacheRequest(key, ["max_age": "10", "last_modified": "0"])
@@ -87,11 +87,11 @@ struct HTTPCacheTests {
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
     }
 
-    @Test("a Validate below the cache does not turn the revalidation's 304 into an error", arguments: TransportKind.allCases)
+    @Test("a ValidationMiddleware below the cache does not turn the revalidation's 304 into an error", arguments: TransportKind.allCases)
     func validateBelowCache(kind: TransportKind) async throws {
         let clock = TestClock()
-        let cache = HTTPCache(now: clock.read)
-        let loader = ApplyEnvironment(try await TestServer.environment()) --> cache --> Validate() --> kind.make()
+        let cache = CacheMiddleware(now: clock.read)
+        let loader = EnvironmentMiddleware(try await TestServer.environment()) --> cache --> ValidationMiddleware() --> kind.make()
         let key = uniqueKey()
         let request = try cacheRequest(key, ["max_age": "10", "last_modified": "0"])
         let first = try await loader.load(request)
@@ -104,7 +104,7 @@ struct HTTPCacheTests {
 
     @Test("revalidation with Last-Modified / If-Modified-Since when there is no ETag")
     func revalidateLastModified() async throws {
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let loader = try await chain(cache)
         let key = uniqueKey()
         let request = try cacheRequest(key, ["no_cache": "1", "etag": "0"])
@@ -117,7 +117,7 @@ struct HTTPCacheTests {
 
     @Test("no-store is not stored; neither is a response to a credentialed request unless it is public")
     func notStored() async throws {
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let loader = try await chain(cache)
         let key = uniqueKey()
         for _ in 0..<2 { _ = try await loader.load(try cacheRequest(key, ["max_age": "60", "no_store": "1"])) }
@@ -136,7 +136,7 @@ struct HTTPCacheTests {
 
     @Test("the size bound evicts the least recently used entries")
     func evicts() async throws {
-        let cache = HTTPCache(maximumBytes: 3_000)
+        let cache = CacheMiddleware(maximumBytes: 3_000)
         let loader = try await chain(cache)
         let keys = (0..<4).map { uniqueKey("evict\($0)") }
         for key in keys { _ = try await loader.load(try cacheRequest(key, ["max_age": "60", "size": "800"])) }
@@ -148,7 +148,7 @@ struct HTTPCacheTests {
         #expect(try await cacheStats(keys[3]) == CacheStats(full: 1, notModified: 0))
         #expect(try await cacheStats(keys[0]) == CacheStats(full: 2, notModified: 0))
 
-        let tiny = HTTPCache(maximumBytes: 100)
+        let tiny = CacheMiddleware(maximumBytes: 100)
         let tinyLoader = try await chain(tiny)
         _ = try await tinyLoader.load(try cacheRequest(uniqueKey(), ["max_age": "60", "size": "800"]))
         #expect(tiny.usage.entries == 0, "a response larger than the bound is not stored")
@@ -156,7 +156,7 @@ struct HTTPCacheTests {
 
     @Test("Vary: a different value of the named header is a miss")
     func vary() async throws {
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let loader = try await chain(cache)
         let key = uniqueKey()
         let english = try cacheRequest(key, ["max_age": "60", "vary": "Accept-Language"], headers: [.acceptLanguage: "en"])
@@ -169,7 +169,7 @@ struct HTTPCacheTests {
 
     @Test("a request's own no-cache revalidates; a write drops the entry")
     func requestDirectivesAndWrites() async throws {
-        let cache = HTTPCache()
+        let cache = CacheMiddleware()
         let loader = try await chain(cache)
         let users = try APIRequest(.get, path: ["api", "users", "2"])
         _ = try await loader.load(users)
@@ -190,8 +190,8 @@ struct HTTPCacheTests {
 struct ContentLoaderIntegrationTests {
     @Test("pages through reqres users to the last page, then a refresh is served by revalidation")
     func pagingWithCache() async throws {
-        let cache = HTTPCache()
-        let client = Client(ApplyEnvironment(try await TestServer.environment()) --> cache --> AsyncHTTPClientTransportForTests.make())
+        let cache = CacheMiddleware()
+        let client = Client(EnvironmentMiddleware(try await TestServer.environment()) --> cache --> AsyncHTTPClientTransportForTests.make())
         let loader = ContentLoader(client: client, pages: { ListUsersEndpoint(page: $0, perPage: 5) })
         var pagesSeen: [Int] = []
         let token = loader.observe { state in

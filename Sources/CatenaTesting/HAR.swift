@@ -102,16 +102,12 @@ public struct HAR: Codable, Sendable, Equatable {
         log = Log(version: "1.2", creator: Creator(name: "Catena", version: "1"), entries: entries)
     }
 
-    /// Reads an archive from a HAR file.
+    /// Reads an archive from a HAR file of at most `maximumBytes`.
     ///
-    /// - Throws: ``HARError`` saying what is wrong with the file.
-    public init(contentsOf url: URL) throws(HARError) {
-        let data: Data
-        do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw HARError("cannot read \(url.path): \(error.localizedDescription)")
-        }
+    /// - Throws: ``HARError`` saying what is wrong with the file, also when it is larger
+    ///   than `maximumBytes` (checked before it is read).
+    public init(contentsOf url: URL, maximumBytes: Int = HAR.maximumFileBytes) throws(HARError) {
+        let data = try HARFile.read(url, maximumBytes: maximumBytes)
         do {
             self = try JSONDecoder().decode(HAR.self, from: data)
         } catch {
@@ -126,9 +122,16 @@ public struct HAR: Codable, Sendable, Equatable {
         return try encoder.encode(self)
     }
 
-    /// Writes the archive to `url`.
-    public func write(to url: URL) throws {
-        try encoded().write(to: url, options: .atomic)
+    /// Writes the archive to `url`, replacing the file at once (never half written),
+    /// readable and writable by its owner only (mode 0600): it holds recorded calls.
+    public func write(to url: URL) throws(HARError) {
+        let data: Data
+        do {
+            data = try encoded()
+        } catch {
+            throw HARError("cannot encode the archive: \(error)")
+        }
+        try HARFile.replace(url, with: data)
     }
 }
 

@@ -83,10 +83,11 @@ public final class HARReplayTransport: HTTPLoader {
             fields.append(HTTPField(name: name, value: header.value))
         }
         let body: Data
-        switch (entry.response.content.text, entry.response.content.encoding) {
+        // HAR names the encoding without saying its case; tools write "base64" and "BASE64".
+        switch (entry.response.content.text, entry.response.content.encoding?.lowercased()) {
         case (nil, _): body = Data()
         case (let text?, "base64"?):
-            guard let decoded = Data(base64Encoded: text) else {
+            guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
                 throw CatenaError(.invalidResponse, request: request, detail: "the HAR entry's base64 body does not decode")
             }
             body = decoded

@@ -166,7 +166,7 @@ struct RequestCommandTests {
         let base = try await base()
         let calls: [(method: HTTPRequest.Method, url: String, arguments: [String])] = [
             (.get, base + "/api/users/2", ["get", base + "/api/users/2"]),
-            (.get, base + "/api/bytes/300", ["get", base + "/api/bytes/300"]),
+            (.get, base + "/api/bytes/300", ["get", base + "/api/bytes/300", "--har-binary"]),
             (.post, base + "/api/echo", ["post", base + "/api/echo", "--json", "{ \"pretty\" :  true }"]),
         ]
         var printed: [Data] = []

@@ -123,6 +123,9 @@ struct RequestCall: ParsableArguments {
     @Option(help: "Append the exchange to this HAR file (made when missing), secrets redacted.")
     var har: String?
 
+    @Flag(help: "With --har, record bodies that are not UTF-8 text as base64. They cannot be read for secrets, so are left out otherwise.")
+    var harBinary = false
+
     @Option(name: .shortAndLong, help: "Write the body to this file, with a progress bar on a terminal.")
     var output: String?
 
@@ -146,8 +149,9 @@ struct RequestCall: ParsableArguments {
     /// Sends the call, prints its outcome and exits with its ``ExitStatus``.
     func perform(method: String, url: String) async -> Never {
         let status: ExitStatus
+        let recorder = har.map { _ in HARRecorder(recordsUnreadableBodies: harBinary) }
         do {
-            status = try await send(method: method, url: url)
+            status = try await send(method: method, url: url, recorder: recorder)
         } catch let failure as CommandFailure {
             StandardError.write("error: \(failure.description)\n")
             status = .invalidInput
@@ -158,14 +162,15 @@ struct RequestCall: ParsableArguments {
             StandardError.write("error: \(error)\n")
             status = .failure
         }
+        appendRecording(recorder)
         fflush(nil)
         Foundation.exit(status.rawValue)
     }
 
-    private func send(method: String, url: String) async throws -> ExitStatus {
+    private func send(method: String, url: String, recorder: HARRecorder?) async throws -> ExitStatus {
         var request = try makeRequest(method: method, url: url)
         // Checked before anything is sent: a call is not made only to be thrown away.
-        let existing = try har.flatMap(existingArchive)
+        if let har { try checkArchive(har) }
         if let output {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
@@ -188,7 +193,6 @@ struct RequestCall: ParsableArguments {
         }
 
         let (transport, shutdown) = try makeTransport()
-        let recorder = har.map { _ in HARRecorder() }
         var chain: any HTTPLoader = transport
         if let recorder { chain = recorder --> chain }
         if curl { chain = CurlPrinter() --> chain }
@@ -215,8 +219,6 @@ struct RequestCall: ParsableArguments {
         downloadProgress?.finish()
         try? await shutdown()
         if let report { report.print(to: .standardError) }
-        if let recorder, let har { try write(existing, adding: recorder.har, to: har) }
-
         let response = try result.get()
         if include {
             let head = headText(status: response.status, fields: response.headerFields, redaction: redaction)
@@ -239,6 +241,17 @@ struct RequestCall: ParsableArguments {
         return ExitStatus.of(status: response.status.code)
     }
 
+    /// Appends what `recorder` holds to the HAR file, after the call's output; a failure
+    /// is reported on standard error and leaves the exit status to the call.
+    private func appendRecording(_ recorder: HARRecorder?) {
+        guard let recorder, let har else { return }
+        do throws(HARError) {
+            try HAR.append(recorder.har.log.entries, toFileAt: URL(fileURLWithPath: har))
+        } catch {
+            StandardError.write("error: cannot add to --har \(har): \(error.description)\n")
+        }
+    }
+
     /// The body on standard output: laid out when it is JSON and a person reads it.
     private func writeBody(_ response: APIResponse) {
         let type = response.headerFields[.contentType]?.lowercased() ?? ""
@@ -251,27 +264,13 @@ struct RequestCall: ParsableArguments {
         }
     }
 
-    /// The archive already at `path`, to add to; nil when there is none yet.
-    private func existingArchive(_ path: String) throws -> HAR? {
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
+    /// Refuses, before anything is sent, a HAR file this command could not add to.
+    private func checkArchive(_ path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else { return }
         do {
-            return try HAR(contentsOf: URL(fileURLWithPath: path))
+            _ = try HAR(contentsOf: URL(fileURLWithPath: path))
         } catch {
             throw CommandFailure("--har \(path) is not a HAR file this command can add to: \(error)")
-        }
-    }
-
-    /// Writes `existing` (or a new archive) with the `recorded` exchanges added.
-    private func write(_ existing: HAR?, adding recorded: HAR, to path: String) throws {
-        var archive = recorded
-        if var existing {
-            existing.log.entries += recorded.log.entries
-            archive = existing
-        }
-        do {
-            try archive.write(to: URL(fileURLWithPath: path))
-        } catch {
-            throw CommandFailure("cannot write --har \(path): \(error)")
         }
     }
 }

@@ -228,8 +228,7 @@ enum JSONDisplay {
 func headText(status: HTTPResponse.Status, fields: HTTPFields, redaction: Redaction) -> String {
     var text = "HTTP \(status.code) \(status.reasonPhrase)\n"
     for field in fields {
-        let value = redaction.isSecretHeader(field.name) ? Redaction.placeholder : field.value
-        text += "\(field.name.rawName): \(value)\n"
+        text += "\(field.name.rawName): \(redaction.printableValue(of: field))\n"
     }
     return text + "\n"
 }

@@ -18,8 +18,10 @@ extension APIRequest {
     /// URL. A text body is passed inline with `--data-raw`, which curl never reads as a
     /// file name (`--data-binary @NAME` would upload the file NAME); other bytes go
     /// through `base64 -d` and standard input, so the command sends exactly the bytes the
-    /// transport would. A streamed or file body is not read: a comment names it. A form
-    /// or JSON body's secret members are redacted like query items. No value reaches curl in a
+    /// transport would. A streamed or file body is not read: a comment names it. When
+    /// redacting, a body is scrubbed as a `HARRecorder`'s are (secret form fields, JSON
+    /// members and multipart parts; a body that is not UTF-8 text, or a JSON body that
+    /// does not parse, is not shown, and a comment says so). No value reaches curl in a
     /// form it interprets: a URL with `[`, `]`, `{` or `}` gets `--globoff`, one that is
     /// not http or https (a relative `-K/tmp/x` would be read as an option) is passed
     /// with `--url` and `--proto =http,https`, an empty header value is written `Name;`
@@ -43,9 +45,10 @@ extension APIRequest {
         lines.append(command + " " + Self.shellQuoted(url))
         var fields = headerFields
         if fields[.contentType] == nil, let type = body.contentType, hasBody { fields[.contentType] = type }
+        var scrubber = redaction.map { BodyScrubber(redaction: $0, limit: 1 << 20) }
+        if case .bytes(let data) = snapshot { scrubber?.learnSecrets(of: self, body: data) } else { scrubber?.learnSecrets(of: self, body: nil) }
         for field in fields {
-            let secret = redaction?.isSecretHeader(field.name) ?? false
-            let value = secret ? Redaction.placeholder : field.value
+            let value = scrubber?.printableValue(of: field) ?? field.value
             lines.append("-H " + Self.shellQuoted(value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(value)"))
         }
         // With a body and no Content-Type, curl would add its own form type.
@@ -58,17 +61,18 @@ extension APIRequest {
         case .none:
             break
         case .bytes(let data):
-            if var text = String(data: data, encoding: .utf8), !text.unicodeScalars.contains(where: { $0.value == 0 }) {
-                let type = fields[.contentType]?.lowercased() ?? ""
-                if let redaction, type.hasPrefix("application/x-www-form-urlencoded") {
-                    text = redaction.redact(query: Substring(text))
-                } else if let redaction, type.contains("json") {
-                    text = Self.redactingJSON(text, redaction)
-                }
+            let shown = scrubber?.scrub(body: data, contentType: fields[.contentType]) ?? Self.unscrubbed(data)
+            switch shown {
+            case .text(let text, _) where !text.unicodeScalars.contains(where: { $0.value == 0 }):
                 lines.append("--data-raw " + Self.shellQuoted(text))
-            } else {
-                prefix = "printf %s " + Self.shellQuoted(data.base64EncodedString()) + " | base64 -d | "
+            case .text(let text, _):
+                prefix = Self.decoding(Data(text.utf8))
                 lines.append("--data-binary @-")
+            case .binary(let bytes, _):
+                prefix = Self.decoding(bytes)
+                lines.append("--data-binary @-")
+            case .omitted(let reason):
+                prefix = "# body not shown: \(reason)\n"
             }
         case .unreadable(let kind):
             prefix = "# body (\(kind.replacingOccurrences(of: "\n", with: " "))) not shown\n"
@@ -76,19 +80,14 @@ extension APIRequest {
         return prefix + lines.joined(separator: " \\\n  ")
     }
 
-    /// `text` with the values of its secret members (named like a secret query item or
-    /// header: `password`, `refresh_token`, `authorization`, …) replaced, every other
-    /// byte kept. Text the scanner cannot read whole is not shown at all: a cut or
-    /// malformed document could hide a secret where the scanner stopped looking.
-    static func redactingJSON(_ text: String, _ redaction: Redaction) -> String {
-        let bytes = Array(text.utf8)
-        let headerKeys = Set(redaction.headerNames.map { $0.canonicalName })
-        guard
-            let spans = JSONSecretSpans.find(
-                in: bytes, isSecret: { redaction.isSecretQueryItem($0) || headerKeys.contains($0.lowercased()) })
-        else { return "<a JSON body that could not be read for secrets, not shown>" }
-        guard !spans.isEmpty else { return text }
-        return String(decoding: JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8)), as: UTF8.self)
+    /// A body shown as it is, for ``curlDescription(redacting:)`` with `nil`.
+    private static func unscrubbed(_ data: Data) -> BodyScrubber.Scrubbed {
+        String(data: data, encoding: .utf8).map { .text($0, redacted: false) } ?? .binary(data, redacted: false)
+    }
+
+    /// A shell pipeline's head that writes `bytes` to curl's standard input.
+    private static func decoding(_ bytes: Data) -> String {
+        "printf %s " + shellQuoted(bytes.base64EncodedString()) + " | base64 -d | "
     }
 
     /// `text` in single quotes for a POSIX shell: nothing inside is interpreted, and a

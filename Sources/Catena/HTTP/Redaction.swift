@@ -1,3 +1,4 @@
+import Foundation
 public import HTTPTypes
 
 /// Which header fields and query items are secret. Logs and error descriptions print
@@ -12,39 +13,30 @@ public struct Redaction: Sendable, Equatable, RequestOption {
     /// What a secret value is printed as.
     public static let placeholder = "<redacted>"
 
-    /// Header fields whose values are never printed.
+    /// Header fields whose values are never printed, besides those ``SecretNames`` names.
     public var headerNames: Set<HTTPField.Name>
-    /// Query item names (compared case-insensitively) whose values are never printed.
+    /// Names of query items, form fields, JSON members and multipart parts (compared
+    /// case-insensitively) whose values are never printed, besides those ``SecretNames``
+    /// names.
     public var queryNames: Set<String>
+    /// Words that make any name containing them secret (compared as ``SecretNames``
+    /// compares its own), besides ``SecretNames/words``.
+    public var words: Set<String>
 
-    /// The headers that carry credentials (Authorization, Proxy-Authorization, Cookie,
-    /// Set-Cookie, and the API-key and token headers APIs commonly use) and the query
-    /// names APIs commonly use for keys and tokens.
-    public static let `default` = Redaction(
-        headerNames: Set([HTTPField.Name.authorization, .proxyAuthorization, .cookie, .setCookie] + commonSecretHeaders),
-        queryNames: [
-            "access_token", "api_key", "apikey", "api-key", "auth", "client_secret", "code", "key",
-            "password", "refresh_token", "secret", "sig", "signature", "token",
-        ]
-    )
+    /// The rule of ``SecretNames`` and nothing more. Every redaction hides at least this.
+    public static let `default` = Redaction(headerNames: [], queryNames: [])
 
-    /// Header names that APIs commonly use for keys and tokens.
-    static let commonSecretHeaders: [HTTPField.Name] = [
-        "X-Api-Key", "Api-Key", "X-API-Token", "X-Auth-Token", "X-Access-Token", "X-Amz-Security-Token",
-        "X-Goog-Api-Key", "X-Csrf-Token", "X-Xsrf-Token", "Ocp-Apim-Subscription-Key",
-    ].compactMap { HTTPField.Name($0) }
-
-    /// A redaction with exactly these names.
-    public init(headerNames: Set<HTTPField.Name>, queryNames: Set<String>) {
+    /// A redaction that hides these names, and these words anywhere in a name, on top of
+    /// ``SecretNames``' rule (which no redaction can turn off).
+    public init(headerNames: Set<HTTPField.Name>, queryNames: Set<String>, words: Set<String> = []) {
         self.headerNames = headerNames
         self.queryNames = Set(queryNames.map { $0.lowercased() })
+        self.words = Set(words.map { SecretNames.normalized($0) }.filter { !$0.isEmpty })
     }
 
-    /// The default redaction plus these names.
-    public static func adding(headers: [HTTPField.Name] = [], queryItems: [String] = []) -> Redaction {
-        Redaction(
-            headerNames: Redaction.default.headerNames.union(headers),
-            queryNames: Redaction.default.queryNames.union(queryItems))
+    /// The default redaction plus these names and words.
+    public static func adding(headers: [HTTPField.Name] = [], queryItems: [String] = [], words: [String] = []) -> Redaction {
+        Redaction(headerNames: Set(headers), queryNames: Set(queryItems), words: Set(words))
     }
 
     /// The option's value until a loader or the caller sets one: ``default``.
@@ -52,19 +44,18 @@ public struct Redaction: Sendable, Equatable, RequestOption {
 
     /// Everything either redaction hides.
     public func union(_ other: Redaction) -> Redaction {
-        Redaction(headerNames: headerNames.union(other.headerNames), queryNames: queryNames.union(other.queryNames))
+        Redaction(headerNames: headerNames.union(other.headerNames), queryNames: queryNames.union(other.queryNames), words: words.union(other.words))
     }
 
     /// Whether this hides everything `other` hides.
     func covers(_ other: Redaction) -> Bool {
-        headerNames.isSuperset(of: other.headerNames) && queryNames.isSuperset(of: other.queryNames)
+        headerNames.isSuperset(of: other.headerNames) && queryNames.isSuperset(of: other.queryNames) && words.isSuperset(of: other.words)
     }
 
-    /// What `request`'s description and logs hide: its ``Redaction`` option, which
-    /// never hides less than ``default`` whatever it was set to.
+    /// What `request`'s description and logs hide: its ``Redaction`` option (which,
+    /// like every redaction, never hides less than ``default``).
     package static func effective(for request: APIRequest) -> Redaction {
-        let option = request[option: Redaction.self]
-        return option.covers(.default) ? option : option.union(.default)
+        request[option: Redaction.self]
     }
 
     /// `request` with `self` added to the redaction it carries (unchanged when it
@@ -74,17 +65,60 @@ public struct Redaction: Sendable, Equatable, RequestOption {
         if !current.covers(self) { request[option: Redaction.self] = current.union(self) }
     }
 
-    package func isSecretQueryItem(_ name: String) -> Bool {
-        queryNames.contains(name.lowercased())
+    /// Whether the value of a query item, form field, JSON member or multipart part
+    /// named `name` is secret.
+    public func isSecret(name: some StringProtocol) -> Bool {
+        (!queryNames.isEmpty && queryNames.contains(name.lowercased())) || SecretNames.isSecret(name, extraWords: words)
     }
 
-    package func isSecretHeader(_ name: HTTPField.Name) -> Bool {
-        headerNames.contains(name)
+    /// Whether the value of the header field `name` is secret.
+    public func isSecretHeader(_ name: HTTPField.Name) -> Bool {
+        headerNames.contains(name) || isSecret(name: name.canonicalName)
+    }
+
+    package func isSecretQueryItem(_ name: String) -> Bool {
+        isSecret(name: name)
+    }
+
+    /// A header field's value as it may be printed or recorded: the placeholder for a
+    /// secret field; the URLs in `Location`, `Content-Location`, `Link` and `Refresh`
+    /// with their secret query values and user information redacted; any other as it is.
+    public func printableValue(of field: HTTPField) -> String {
+        if isSecretHeader(field.name) { return Self.placeholder }
+        switch field.name {
+        case .location, .contentLocation: return redact(urlString: field.value)
+        default:
+            switch field.name.canonicalName {
+            case "link": return redactLinks(field.value)
+            // `5; url=https://…`, sent by servers though never standardised.
+            case "refresh": return redactRefresh(field.value)
+            default: return field.value
+            }
+        }
     }
 
     /// The header fields as "Name: value" lines, secret values replaced.
     func describe(_ fields: HTTPFields) -> String {
-        fields.map { "\($0.name): \(isSecretHeader($0.name) ? Self.placeholder : $0.value)" }.joined(separator: ", ")
+        fields.map { "\($0.name): \(printableValue(of: $0))" }.joined(separator: ", ")
+    }
+
+    /// Each `<URL>` of a `Link` value redacted (RFC 8288).
+    private func redactLinks(_ value: String) -> String {
+        var result = ""
+        var rest = Substring(value)
+        while let open = rest.firstIndex(of: "<"), let close = rest[open...].firstIndex(of: ">") {
+            result += rest[...open]
+            result += redact(urlString: String(rest[rest.index(after: open)..<close]))
+            result += ">"
+            rest = rest[rest.index(after: close)...]
+        }
+        return result + rest
+    }
+
+    /// The URL after `url=` in a `Refresh` value (`5; url=https://…`) redacted.
+    private func redactRefresh(_ value: String) -> String {
+        guard let marker = value.range(of: "url=", options: .caseInsensitive) else { return value }
+        return value[..<marker.upperBound] + redact(urlString: String(value[marker.upperBound...]))
     }
 
     /// Redacts user information and secret query values in URL text that could not be

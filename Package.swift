@@ -209,7 +209,7 @@ let package = Package(
         .target(
             name: "CatenaTestSupport",
             dependencies: ["ThreadSanitizerSuppressions", "Catena", "CatenaAsyncHTTPClient", "CatenaDemoServer"]
-                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl")]),
+                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log")]),
             path: "Tests/CatenaTestSupport"
         ),
         // ThreadSanitizer's suppressions for the test process (one, inside SwiftNIO).
@@ -231,9 +231,9 @@ let package = Package(
         ),
         .testTarget(
             name: "CatenaObservabilityTests",
-            dependencies: ["Catena", "CatenaObservability", "CatenaAsyncHTTPClient", "CatenaTestSupport"]
+            dependencies: ["Catena", "CatenaObservability", "CatenaAsyncHTTPClient", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]
                 + products([
-                    ("AsyncHTTPClient", "async-http-client"), ("Tracing", "swift-distributed-tracing"),
+                    ("AsyncHTTPClient", "async-http-client"), ("Tracing", "swift-distributed-tracing"), ("Logging", "swift-log"),
                     ("InMemoryTracing", "swift-distributed-tracing"), ("MetricsTestKit", "swift-metrics"),
                 ])
         ),

@@ -31,7 +31,7 @@ enum CatenaCommandLine {
 
     /// Runs `catena arguments…`, standard input from `input` (or nothing), and waits
     /// at most 60 s for it to end.
-    static func run(_ arguments: [String], input: Data? = nil) async throws -> Outcome {
+    static func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catena-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -42,6 +42,7 @@ enum CatenaCommandLine {
         let process = Process()
         process.executableURL = try executable()
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = try FileHandle(forReadingFrom: inFile)

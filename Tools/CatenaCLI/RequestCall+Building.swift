@@ -32,6 +32,11 @@ extension RequestCall {
             if !Self.plainHeaderNames.contains(field.name.canonicalName) { secretHeaders.append(field.name) }
             request.headerFields.append(field)
         }
+        let environment = ProcessInfo.processInfo.environment
+        let bearer = try Self.credential(bearer, option: "--bearer", variable: "CATENA_BEARER", environment: environment)
+        let basic = try Self.credential(basic, option: "--basic", variable: "CATENA_BASIC", environment: environment)
+        let apiKey = try Self.credential(apiKey, option: "--api-key", variable: "CATENA_API_KEY", environment: environment)
+        guard bearer == nil || basic == nil else { throw CommandFailure("give --bearer or --basic (or CATENA_BEARER or CATENA_BASIC), not both") }
         if let bearer {
             guard !bearer.isEmpty, !bearer.contains(where: \.isNewline) else { throw CommandFailure("--bearer needs a token on one line") }
             request.headerFields[.authorization] = "Bearer \(bearer)"
@@ -70,13 +75,36 @@ extension RequestCall {
         return HTTPField(name: fieldName, value: value)
     }
 
+    /// A credential option's value: as given, read from `@FILE` or standard input (`-`),
+    /// or from the environment variable when the option is not given, so a token need
+    /// not stand in `ps` output or the shell's history. A file's or standard input's one
+    /// trailing line break is dropped.
+    static func credential(_ given: String?, option: String, variable: String, environment: [String: String]) throws -> String? {
+        guard let given else { return environment[variable].flatMap { $0.isEmpty ? nil : $0 } }
+        let data: Data
+        if given == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else if given.hasPrefix("@") {
+            let path = String(given.dropFirst())
+            guard let read = FileManager.default.contents(atPath: path) else { throw CommandFailure("\(option) @\(path): the file cannot be read") }
+            data = read
+        } else {
+            return given
+        }
+        guard var text = String(data: data, encoding: .utf8) else { throw CommandFailure("\(option): what was read is not UTF-8 text") }
+        // "\r\n" is one Character: either line end goes whole.
+        if text.last?.isNewline == true { text.removeLast() }
+        guard !text.isEmpty else { throw CommandFailure("\(option): what was read is empty") }
+        return text
+    }
+
     /// `user:password`, or `user` with the password asked for on the terminal.
     static func basicCredentials(_ text: String) throws -> BasicCredentials {
         if let colon = text.firstIndex(of: ":") {
             return BasicCredentials(user: String(text[..<colon]), password: String(text[text.index(after: colon)...]))
         }
         guard isatty(0) == 1, let entered = getpass("Password for \(text): ") else {
-            throw CommandFailure("--basic \(text): no terminal to ask the password on; give --basic user:password")
+            throw CommandFailure("--basic without a password and no terminal to ask for it on: give --basic user:password, @FILE or -")
         }
         return BasicCredentials(user: text, password: String(cString: entered))
     }

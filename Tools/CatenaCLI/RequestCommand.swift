@@ -54,11 +54,13 @@ struct PostCommand: AsyncParsableCommand {
 /// The options of `catena request`, `get` and `post`, and the call they describe.
 struct RequestCall: ParsableArguments {
     static let discussion = """
-        The call goes through the chain an app would use: [tracing] --> [RetryMiddleware] --> [log] --> [HAR recorder] --> transport, \
+        The call goes through the chain an app would use: [tracing] --> [retry] --> [log] --> [HAR recorder] --> transport, \
         with Catena's redirect rules (credentials never reach another origin) and its timeout covering the whole call. \
-        The body is printed as the server sent it: raw bytes when piped, JSON indented and coloured on a terminal \
-        (NO_COLOR leaves the colours out). The head (-i), the curl command, the log, the trace and progress go to \
-        standard error or are redacted: bearer tokens, passwords, API keys, cookies and secret query items never appear.
+        The body is printed as the server sent it when piped or written with -o; on a terminal, JSON is indented and \
+        coloured (NO_COLOR leaves the colours out), control characters and bidi overrides are shown escaped, and a \
+        binary body is refused unless -o names a file or -. A final status of 400 or more is also said on standard \
+        error. The curl command, the log, the trace and progress go to standard error, and everything printed or \
+        recorded is redacted: bearer tokens, passwords, API keys, cookies and secret query items never appear.
 
         \(ExitStatus.help)
         """
@@ -81,19 +83,22 @@ struct RequestCall: ParsableArguments {
     @Option(help: "Upload this file as the body (its type from -H Content-Type, else application/octet-stream).")
     var upload: String?
 
-    @Option(help: "Send Authorization: Bearer TOKEN.")
+    @Option(help: "Send Authorization: Bearer TOKEN. @FILE reads it from a file, - from standard input; CATENA_BEARER is used when not given.")
     var bearer: String?
 
-    @Option(help: "HTTP Basic, user:password; the password is asked for when left out.")
+    @Option(
+        help:
+            "HTTP Basic, user:password; the password is asked for when left out. @FILE reads it from a file, - from standard input; CATENA_BASIC is used when not given."
+    )
     var basic: String?
 
-    @Option(help: "An API key, sent in --api-key-header.")
+    @Option(help: "An API key, sent in --api-key-header. @FILE reads it from a file, - from standard input; CATENA_API_KEY is used when not given.")
     var apiKey: String?
 
     @Option(help: "The header that carries --api-key.")
     var apiKeyHeader = "X-API-Key"
 
-    @Option(help: "RetryMiddleware an idempotent request this many times after a connection failure, 5xx or 429 (with backoff).")
+    @Option(help: "Retry an idempotent request this many times after a connection failure, 5xx or 429 (with backoff).")
     var retry = 0
 
     @Option(help: "Seconds the whole call may take, redirects and body included.")
@@ -126,7 +131,9 @@ struct RequestCall: ParsableArguments {
     @Flag(help: "With --har, record bodies that are not UTF-8 text as base64. They cannot be read for secrets, so are left out otherwise.")
     var harBinary = false
 
-    @Option(name: .shortAndLong, help: "Write the body to this file, with a progress bar on a terminal.")
+    @Option(
+        name: .shortAndLong,
+        help: "Write the body to this file, with a progress bar on a terminal; - writes it to standard output as it is, also a binary body on a terminal.")
     var output: String?
 
     @Flag(name: [.customShort("i"), .customLong("include")], help: "Print the status line and header fields first.")
@@ -153,13 +160,13 @@ struct RequestCall: ParsableArguments {
         do {
             status = try await send(method: method, url: url, recorder: recorder)
         } catch let failure as CommandFailure {
-            StandardError.write("error: \(failure.description)\n")
+            StandardError.writeText("error: \(failure.description)\n")
             status = .invalidInput
         } catch let error as CatenaError {
-            StandardError.write("error: \(error.description.replacingOccurrences(of: "\n", with: " "))\n")
+            StandardError.writeText("error: \(error.description.replacingOccurrences(of: "\n", with: " "))\n")
             status = ExitStatus.of(error)
         } catch {
-            StandardError.write("error: \(error)\n")
+            StandardError.writeText("error: \(error)\n")
             status = .failure
         }
         appendRecording(recorder)
@@ -171,7 +178,7 @@ struct RequestCall: ParsableArguments {
         var request = try makeRequest(method: method, url: url)
         // Checked before anything is sent: a call is not made only to be thrown away.
         if let har { try checkArchive(har) }
-        if let output {
+        if let output, output != "-" {
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory), isDirectory.boolValue {
                 throw CommandFailure("-o \(output) is a folder; name a file")
@@ -186,7 +193,7 @@ struct RequestCall: ParsableArguments {
             uploadProgress = display
         }
         // Streamed to the file as it arrives, unless the HAR needs the body in memory.
-        if let output, har == nil {
+        if let output, output != "-", har == nil {
             let display = ProgressDisplay(label: "download")
             request[option: DownloadDestination.self] = DownloadDestination(file: URL(fileURLWithPath: output)) { display.update($0) }
             downloadProgress = display
@@ -197,7 +204,7 @@ struct RequestCall: ParsableArguments {
         if let recorder { chain = recorder --> chain }
         if curl { chain = CurlPrinter() --> chain }
         if verbose {
-            var logger = Logger(label: "catena") { StreamLogHandler.standardError(label: $0) }
+            var logger = Logger(label: "catena") { StandardErrorLogHandler(label: $0) }
             logger.logLevel = .debug
             chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
         }
@@ -222,9 +229,12 @@ struct RequestCall: ParsableArguments {
         let response = try result.get()
         if include {
             let head = headText(status: response.status, fields: response.headerFields, redaction: redaction)
-            FileHandle.standardOutput.write(Data(head.utf8))
+            FileHandle.standardOutput.write(Data((FileHandle.standardOutputIsTerminal ? TerminalText.escaped(head) : head).utf8))
         }
-        if let output {
+        var status = ExitStatus.of(status: response.status.code)
+        if output == "-" {
+            FileHandle.standardOutput.write(response.body)
+        } else if let output {
             // A download went to the file as it came; any other body (an error's, or one
             // the HAR needed whole) is written now, as curl -o writes every body.
             if request[option: DownloadDestination.self] == nil || !(200..<300).contains(response.status.code) {
@@ -234,11 +244,16 @@ struct RequestCall: ParsableArguments {
                     throw CommandFailure("cannot write -o \(output): \(error)")
                 }
             }
-            StandardError.write("\(response.status.code) \(response.status.reasonPhrase): body written to \(output)\n")
-        } else {
-            writeBody(response)
+            StandardError.writeText("\(response.status.code) \(response.status.reasonPhrase): body written to \(output)\n")
+        } else if !writeBody(response) {
+            StandardError.write(TerminalText.binaryWarning)
+            status = status == .success ? .failure : status
         }
-        return ExitStatus.of(status: response.status.code)
+        if status != .success {
+            // A script's log shows why the status is not 0, also for an empty body.
+            StandardError.writeText("error: the server answered \(response.status.code) \(response.status.reasonPhrase)\n")
+        }
+        return status
     }
 
     /// Appends what `recorder` holds to the HAR file, after the call's output; a failure
@@ -248,20 +263,26 @@ struct RequestCall: ParsableArguments {
         do throws(HARError) {
             try HAR.append(recorder.har.log.entries, toFileAt: URL(fileURLWithPath: har))
         } catch {
-            StandardError.write("error: cannot add to --har \(har): \(error.description)\n")
+            StandardError.writeText("error: cannot add to --har \(har): \(error.description)\n")
         }
     }
 
-    /// The body on standard output: laid out when it is JSON and a person reads it.
-    private func writeBody(_ response: APIResponse) {
+    /// The body on standard output: raw for a pipe or a file; for a person on a
+    /// terminal, JSON laid out and text with its control characters escaped, and no
+    /// binary body at all (false then, as curl refuses one unless told `--output -`).
+    private func writeBody(_ response: APIResponse) -> Bool {
+        guard FileHandle.standardOutputIsTerminal else {
+            FileHandle.standardOutput.write(response.body)
+            return true
+        }
+        guard !TerminalText.isBinary(response.body) else { return false }
         let type = response.headerFields[.contentType]?.lowercased() ?? ""
-        if FileHandle.standardOutputIsTerminal, type.contains("json"),
-            let text = JSONDisplay.format(response.body, colours: ProcessInfo.processInfo.environment["NO_COLOR"] == nil)
-        {
+        if type.contains("json"), let text = JSONDisplay.format(response.body, colours: ProcessInfo.processInfo.environment["NO_COLOR"] == nil) {
             FileHandle.standardOutput.write(Data(text.utf8))
         } else {
-            FileHandle.standardOutput.write(response.body)
+            FileHandle.standardOutput.write(Data(TerminalText.escaped(String(decoding: response.body, as: UTF8.self)).utf8))
         }
+        return true
     }
 
     /// Refuses, before anything is sent, a HAR file this command could not add to.

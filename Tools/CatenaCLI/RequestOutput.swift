@@ -61,6 +61,12 @@ enum StandardError {
         FileHandle.standardError.write(Data(text.utf8))
     }
 
+    /// Writes `text`, which may hold what a server sent, escaped when standard error is
+    /// a terminal (see ``TerminalText``).
+    static func writeText(_ text: String) {
+        write(isTerminal ? TerminalText.escaped(text) : text)
+    }
+
     static var isTerminal: Bool { isatty(2) == 1 }
 }
 
@@ -157,7 +163,8 @@ enum JSONDisplay {
         let reset = colours ? Array("\u{1B}[0m".utf8) : []
         func coloured(_ code: String, _ token: ArraySlice<UInt8>) {
             if colours { out += Array("\u{1B}[\(code)m".utf8) }
-            out += token
+            // A string may hold C1 or bidi controls as they are; JSON forbids only C0 ones.
+            out += Array(TerminalText.escaped(String(decoding: token, as: UTF8.self)).utf8)
             out += reset
         }
         var depth = 0

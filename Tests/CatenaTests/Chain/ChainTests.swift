@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import Testing
+@testable import CatenaTestSupport
 
 /// Appends its name to a shared trace on the way in, on the way out and on reset.
 struct Tracer: HTTPMiddleware {
@@ -218,34 +219,6 @@ struct EnvironmentTests {
             #expect(!text.contains("appid-value") && !text.contains("tenant-value"), "\(text)")
         }
         #expect(logs.text.contains("X-Tenant-Secret: <redacted>"))
-    }
-}
-
-/// Collects log messages in memory.
-final class CapturedLogs: Sendable {
-    private let lines = Locked<[(level: Logger.Level, text: String)]>([])
-    func append(_ level: Logger.Level, _ text: String) { lines.withLock { $0.append((level, text)) } }
-    var all: [(level: Logger.Level, text: String)] { lines.withLock { $0 } }
-    var text: String { all.map(\.text).joined(separator: "\n") }
-
-    func logger(level: Logger.Level) -> Logger {
-        var logger = Logger(label: "test") { _ in CaptureHandler(sink: self) }
-        logger.logLevel = level
-        return logger
-    }
-
-    struct CaptureHandler: LogHandler {
-        let sink: CapturedLogs
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            let extra = event.metadata.map { " " + $0.map { "\($0)=\($1)" }.sorted().joined(separator: " ") } ?? ""
-            sink.append(event.level, "\(event.message)\(extra)")
-        }
     }
 }
 

@@ -232,6 +232,21 @@ enum DemoRoutes {
             return Response(status: .init(code: status), headers: [.location: target])
         }
 
+        // A redirect whose URL carries a secret the server made, as a presigned URL's
+        // signature does: ?name=X-Amz-Signature answers Location, Link and Refresh with
+        // /api/echo?X-Amz-Signature=<random>.
+        api.get("redirect-signed") { request, _ in
+            let name = request.uri.queryParameters.get("name") ?? "signature"
+            guard !name.isEmpty, name.utf8.count <= 64, name.utf8.allSatisfy({ $0 < 0x80 && (isalnum(Int32($0)) != 0 || "-_.".utf8.contains($0)) })
+            else { return apiError("name must be 1 to 64 letters, digits, -, _ or .") }
+            let target = "/api/echo?\(name)=\(UUID().uuidString.replacingOccurrences(of: "-", with: ""))"
+            var headers = HTTPFields()
+            headers[.location] = target
+            headers[HTTPField.Name("Link")!] = "<\(target)>; rel=\"next\""
+            headers[HTTPField.Name("Refresh")!] = "0; url=\(target)"
+            return Response(status: .found, headers: headers)
+        }
+
         // A request that never ends: headers are sent, then the body trickles.
         api.get("drip") { request, _ in
             let chunks = max(1, min(request.uri.queryParameters.get("chunks", as: Int.self) ?? 10, 1000))

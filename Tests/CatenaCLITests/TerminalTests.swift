@@ -84,7 +84,8 @@ struct TerminalTests {
     func escapes() async throws {
         let directory = try scratch()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let hostile = "clip\u{1B}]52;c;ZXZpbA==\u{07} title\u{1B}]0;owned\u{07} link\u{1B}]8;;https://evil.test\u{1B}\\x\u{1B}]8;;\u{1B}\\ \u{202E}txt.exe C1\u{9B}31m end\n"
+        let hostile =
+            "clip\u{1B}]52;c;ZXZpbA==\u{07} title\u{1B}]0;owned\u{07} link\u{1B}]8;;https://evil.test\u{1B}\\x\u{1B}]8;;\u{1B}\\ \u{202E}txt.exe C1\u{9B}31m end\n"
         let file = directory.appendingPathComponent("hostile.txt")
         try Data(hostile.utf8).write(to: file)
         let arguments = ["post", try await base() + "/api/echo-raw", "--upload", file.path]

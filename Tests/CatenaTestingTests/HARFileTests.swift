@@ -17,7 +17,8 @@ struct HARFileTests {
     static func entry(_ url: String) -> HAR.Entry {
         HAR.Entry(
             startedDateTime: "2026-11-27T00:00:00.000Z", time: 1,
-            request: HAR.Request(method: "GET", url: url, httpVersion: "HTTP/1.1", cookies: [], headers: [], queryString: [], postData: nil, headersSize: -1, bodySize: 0),
+            request: HAR.Request(
+                method: "GET", url: url, httpVersion: "HTTP/1.1", cookies: [], headers: [], queryString: [], postData: nil, headersSize: -1, bodySize: 0),
             response: HAR.Response(
                 status: 200, statusText: "OK", httpVersion: "HTTP/1.1", cookies: [], headers: [],
                 content: HAR.Content(size: 2, mimeType: "text/plain", text: "ok", encoding: nil, comment: nil), redirectURL: "", headersSize: -1, bodySize: 2),

@@ -42,6 +42,22 @@ public enum IdempotencyKey: RequestOption, Sendable, Equatable {
 
     /// The methods a key makes retryable.
     public static let keyedMethods: Set<HTTPRequest.Method> = [.post, .patch]
+
+    /// The key a ``generated`` request takes instead of a new one while this is bound:
+    /// `RetryingOperation` binds one per operation, so each of its attempts carries the
+    /// same key and the server applies the call once.
+    @TaskLocal package static var sharedKey: String?
+
+    /// `key` as the `Idempotency-Key` field carries it: a structured-field string (RFC
+    /// 8941), quoted, with `\` and `"` escaped.
+    package static func fieldValue(_ key: String) -> String {
+        var quoted = "\""
+        for character in key {
+            if character == "\\" || character == "\"" { quoted.append("\\") }
+            quoted.append(character)
+        }
+        return quoted + "\""
+    }
 }
 
 extension APIRequest {
@@ -58,7 +74,7 @@ extension APIRequest {
         let key: String
         switch option {
         case .none: return false
-        case .generated: key = UUID().uuidString.lowercased()
+        case .generated: key = IdempotencyKey.sharedKey ?? UUID().uuidString.lowercased()
         case .fixed(let fixed):
             guard !fixed.isEmpty, fixed.utf8.count <= 255, fixed.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
                 throw CatenaError(
@@ -67,13 +83,7 @@ extension APIRequest {
             }
             key = fixed
         }
-        // A structured-field string (RFC 8941): quoted, with `\` and `"` escaped.
-        var quoted = "\""
-        for character in key {
-            if character == "\\" || character == "\"" { quoted.append("\\") }
-            quoted.append(character)
-        }
-        headerFields[.idempotencyKey] = quoted + "\""
+        headerFields[.idempotencyKey] = IdempotencyKey.fieldValue(key)
         return true
     }
 }

@@ -84,11 +84,20 @@ public struct OperationRetryStrategy: Sendable {
 /// ```
 ///
 /// Cancelling it cancels the attempt in flight (or the wait) and starts no other.
+///
+/// A failed request that is not idempotent by its method (POST, PATCH) is sent again
+/// only when it carried an `Idempotency-Key` the next attempt carries too, whatever
+/// the strategy says: a fixed ``IdempotencyKey``, or a generated one, which every
+/// attempt that starts its request when it starts (a `TaskOperation`,
+/// `EndpointOperation` or `RequestOperation`) shares. Without one, the server could not
+/// tell the attempts apart and would apply the call twice.
 public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
     // @unchecked Sendable: `strategy` and `makeAttempt` are immutable; the rest is in a lock.
     private let strategy: OperationRetryStrategy
     private let makeAttempt: @Sendable (_ attempt: Int) -> ResultOperation<Output>
     private let progressState = Locked(Attempts())
+    /// The `Idempotency-Key` every attempt's generated key is.
+    private let key = UUID().uuidString.lowercased()
 
     /// What cancelling does, decided under the lock.
     private enum CancelStep {
@@ -168,7 +177,17 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
         // Cancelled while the attempt was being made: it is never started.
         guard started else { return finish() }
         operation.addResultBlock { [self] result in attemptFinished(result) }
-        operation.start()
+        // Bound while the attempt starts: the task it starts its request in inherits it.
+        IdempotencyKey.$sharedKey.withValue(key) { operation.start() }
+    }
+
+    /// Whether the failed attempt may be sent again without the server applying it
+    /// twice: its method is idempotent, or it carried a key the next attempt carries too.
+    private func mayResend(_ error: any Error) -> Bool {
+        guard let failure = error as? CatenaError, !RetryStrategy.standard.methods.contains(failure.request.method) else { return true }
+        guard let sent = failure.request.headerFields[.idempotencyKey] else { return false }
+        if case .fixed = failure.request[option: IdempotencyKey.self] { return true }
+        return sent == IdempotencyKey.fieldValue(key)
     }
 
     private func attemptFinished(_ result: Result<Output, any Error>) {
@@ -176,7 +195,7 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
             state.current = nil
             return state.made
         }
-        guard case .failure(let error) = result, !isCancelled, made < strategy.maxAttempts, strategy.shouldRetry(error) else {
+        guard case .failure(let error) = result, !isCancelled, made < strategy.maxAttempts, strategy.shouldRetry(error), mayResend(error) else {
             return isCancelled ? finish() : finish(with: result)
         }
         let wait = strategy.delay(made)

@@ -51,8 +51,11 @@ struct SecretNamesTests {
     @Test("URLs inside Location, Content-Location, Link and Refresh lose their secret query values")
     func urlHeaders() {
         let redaction = Redaction.default
-        let link = HTTPField(name: HTTPField.Name("Link")!, value: #"<https://a.example/p?page=2&X-Amz-Signature=SIG1>; rel="next", <https://a.example/p?token=T2>; rel="last""#)
-        #expect(redaction.printableValue(of: link) == #"<https://a.example/p?page=2&X-Amz-Signature=<redacted>>; rel="next", <https://a.example/p?token=<redacted>>; rel="last""#)
+        let link = HTTPField(
+            name: HTTPField.Name("Link")!, value: #"<https://a.example/p?page=2&X-Amz-Signature=SIG1>; rel="next", <https://a.example/p?token=T2>; rel="last""#)
+        #expect(
+            redaction.printableValue(of: link)
+                == #"<https://a.example/p?page=2&X-Amz-Signature=<redacted>>; rel="next", <https://a.example/p?token=<redacted>>; rel="last""#)
         let refresh = HTTPField(name: HTTPField.Name("Refresh")!, value: "5; URL=https://a.example/?accessToken=T3")
         #expect(redaction.printableValue(of: refresh) == "5; URL=https://a.example/?accessToken=<redacted>")
         let location = HTTPField(name: .location, value: "https://user:pw@a.example/x?sig=S&id=1")
@@ -73,18 +76,24 @@ struct SecretNamesTests {
         }
         #expect(!text.contains("COOKIE-one") && text.contains(#""echo": "<redacted>""#), "\(text)")
         let api = Data(#"{"data": {"idToken": "T", "name": "N"}}"#.utf8)
-        #expect(scrubber.scrub(body: api, contentType: "application/vnd.api+json") == .text(#"{"data": {"idToken": "<redacted>", "name": "N"}}"#, redacted: true))
-        #expect(scrubber.scrub(body: Data(#"{"idToken": "#.utf8), contentType: "application/json") == .omitted("a JSON body that could not be read for secrets"))
-        #expect(scrubber.scrub(body: Data([0xFF, 0x00, 0x01]), contentType: nil) == .omitted("3 bytes that are not UTF-8 text, which cannot be read for secrets"))
-        #expect(BodyScrubber(redaction: .default, limit: 8, keepsUnreadable: true).scrub(body: Data([0xFF]), contentType: nil) == .binary(Data([0xFF]), redacted: false))
+        #expect(
+            scrubber.scrub(body: api, contentType: "application/vnd.api+json") == .text(#"{"data": {"idToken": "<redacted>", "name": "N"}}"#, redacted: true))
+        #expect(
+            scrubber.scrub(body: Data(#"{"idToken": "#.utf8), contentType: "application/json") == .omitted("a JSON body that could not be read for secrets"))
+        #expect(
+            scrubber.scrub(body: Data([0xFF, 0x00, 0x01]), contentType: nil) == .omitted("3 bytes that are not UTF-8 text, which cannot be read for secrets"))
+        #expect(
+            BodyScrubber(redaction: .default, limit: 8, keepsUnreadable: true).scrub(body: Data([0xFF]), contentType: nil)
+                == .binary(Data([0xFF]), redacted: false))
         #expect(scrubber.scrub(body: Data(count: 2 << 20), contentType: nil) == .omitted("over the 1048576-byte limit for a body read for secrets"))
 
-        let form = MultipartForm(parts: [
-            .init(name: "title", value: "plain title"),
-            .init(name: "client_secret", value: "PART-s3cret"),
-            .init(name: "photo", filename: "a.bin", contentType: "application/octet-stream", data: Data([0xFF, 0xFE, 0x00])),
-            .init(name: "meta", filename: "m.json", contentType: "application/json", data: Data(#"{"accessToken":"PART-token"}"#.utf8)),
-        ], boundary: "b0undary")
+        let form = MultipartForm(
+            parts: [
+                .init(name: "title", value: "plain title"),
+                .init(name: "client_secret", value: "PART-s3cret"),
+                .init(name: "photo", filename: "a.bin", contentType: "application/octet-stream", data: Data([0xFF, 0xFE, 0x00])),
+                .init(name: "meta", filename: "m.json", contentType: "application/json", data: Data(#"{"accessToken":"PART-token"}"#.utf8)),
+            ], boundary: "b0undary")
         let scrubbed = scrubber.scrub(body: form.encoded(), contentType: "multipart/form-data; boundary=b0undary")
         guard case .binary(let bytes, true) = scrubbed else {
             Issue.record("\(scrubbed)")
@@ -93,7 +102,9 @@ struct SecretNamesTests {
         let shown = String(decoding: bytes, as: UTF8.self)
         #expect(!shown.contains("PART-s3cret") && !shown.contains("PART-token") && shown.contains("plain title"), "\(shown)")
         #expect(bytes.firstRange(of: Data([0xFF, 0xFE, 0x00])) != nil, "a file part with a plain name keeps its bytes")
-        #expect(scrubber.scrub(body: Data("--x\r\nbroken".utf8), contentType: "multipart/form-data; boundary=x") == .omitted("a multipart body that could not be read for secrets"))
+        #expect(
+            scrubber.scrub(body: Data("--x\r\nbroken".utf8), contentType: "multipart/form-data; boundary=x")
+                == .omitted("a multipart body that could not be read for secrets"))
     }
 
     @Test("the multipart reader never traps or hangs on hostile bytes (generated)")

@@ -1,0 +1,61 @@
+import Catena
+import CatenaOperations
+import Foundation
+import HTTPTypes
+import Testing
+@testable import CatenaTestSupport
+
+/// A payment must not be applied twice because an operation retried it.
+@Suite("Retrying operations and non-idempotent requests")
+struct RetryingIdempotencyTests {
+    static func order(_ item: String, hold: Double? = nil, key: IdempotencyKey, timeout: Duration) async throws -> APIRequest {
+        let base = try await TestServer.running().baseURL.absoluteString
+        var request = try APIRequest(
+            .post, urlString: base + "/api/orders" + (hold.map { "?hold=\($0)" } ?? ""),
+            body: .data(Data(#"{"item":"\#(item)"}"#.utf8), contentType: "application/json"))
+        request[option: IdempotencyKey.self] = key
+        request.timeout = timeout
+        return request
+    }
+
+    static func count(_ item: String) async throws -> Int {
+        let base = try await TestServer.running().baseURL.absoluteString
+        let response = try await TransportKind.asyncHTTPClient.make().load(try APIRequest(.get, urlString: base + "/api/orders/count?item=\(item)"))
+        return try JSONDecoder().decode([String: Int].self, from: response.body)["count"] ?? -1
+    }
+
+    @Test("a POST whose answer was lost is sent again with the same generated key: the server makes one order", arguments: TransportKind.allCases)
+    func sameKeyAcrossAttempts(kind: TransportKind) async throws {
+        let item = UUID().uuidString
+        let transport = kind.make()
+        // The order is made, then its answer held past the attempt's timeout; the second
+        // attempt comes after the hold and gets the stored answer.
+        let request = try await Self.order(item, hold: Timing.stretch(1.0), key: .generated, timeout: Timing.stretch(.milliseconds(300)))
+        let operation = RetryingOperation(
+            strategy: .backoff(maxAttempts: 3, delay: .constant(Timing.stretch(.seconds(2))), if: OperationRetryStrategy.transientHTTPFailure)
+        ) { _ in RequestOperation(loader: transport, request: request) }
+        let response = try await operation.value(on: OperationQueue())
+        #expect(operation.attempts == 2)
+        #expect(response.status.code == 201 && response.headerFields[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(response.status)")
+        #expect(try await Self.count(item) == 1, "one order, not one per attempt")
+    }
+
+    @Test("a POST without a key is never sent again, whatever the strategy says", arguments: TransportKind.allCases)
+    func noKeyNoResend(kind: TransportKind) async throws {
+        let base = try await TestServer.running().baseURL.absoluteString
+        let request = try APIRequest(.post, urlString: base + "/api/status/503", body: .data(Data("{}".utf8), contentType: "application/json"))
+        let transport = kind.make()
+        let operation = RetryingOperation(strategy: .repeat(times: 4)) { _ in
+            TaskOperation { () async throws -> APIResponse in try await transport.load(request).validateStatus() }
+        }
+        let response = try? await operation.value(on: OperationQueue())
+        #expect(response == nil)
+        #expect(operation.attempts == 1)
+        // A GET is idempotent: it is retried as the strategy says.
+        let get = RetryingOperation(strategy: .repeat(times: 3)) { _ in
+            TaskOperation { () async throws -> APIResponse in try await transport.load(try APIRequest(.get, urlString: base + "/api/status/503")).validateStatus() }
+        }
+        _ = try? await get.value(on: OperationQueue())
+        #expect(get.attempts == 3)
+    }
+}

@@ -117,7 +117,13 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// Pinning by trust anchor: your root alone, with `excludesSystemRoots`, and only
     /// chains that reach it are accepted (an intermediate the server sends is fine).
     ///
-    /// - Throws: `ServerTrustError` for a root that is not a certificate; for one that
+    /// Trust is never weaker than `trust` says: a `configuration` whose
+    /// `certificateVerification` is less than full is refused, and with
+    /// `excludesSystemRoots` the configuration's own roots (`trustRoots`,
+    /// `additionalTrustRoots`) are dropped, so `trust`'s roots are the only ones.
+    ///
+    /// - Throws: `ServerTrustError` for a configuration that verifies less than fully;
+    ///   for a root that is not a certificate; for one that
     ///   is not a root (an intermediate or a leaf): NIOSSL has no partial-chain
     ///   setting, so such an anchor would fail every handshake, and a transport
     ///   that could connect to nothing is refused at setup; and for public-key pins:
@@ -136,6 +142,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         var configuration = configuration
         var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
+        guard tls.certificateVerification == .fullVerification else {
+            throw ServerTrustError(
+                "the configuration's certificateVerification is \(tls.certificateVerification), weaker than the full verification "
+                    + "a ServerTrust asks for: leave it at .fullVerification")
+        }
         var roots: [NIOSSLCertificate] = []
         for (index, der) in trust.additionalRoots.enumerated() {
             do {
@@ -153,6 +164,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         if trust.excludesSystemRoots {
             guard !roots.isEmpty else { throw ServerTrustError("excludesSystemRoots with no roots of your own would trust no server") }
             tls.trustRoots = .certificates(roots)
+            tls.additionalTrustRoots = []
         } else if !roots.isEmpty {
             tls.additionalTrustRoots.append(.certificates(roots))
         }

@@ -146,6 +146,9 @@ struct TerminalTests {
         #expect(twoLines.status == 2 && !twoLines.errors.contains("LINE-"), "\(twoLines.errors)")
         let noPassword = try await CatenaCommandLine.run(["get", echo, "--basic", "SOLO-s3cr3t"])
         #expect(noPassword.status == 2 && !noPassword.errors.contains("SOLO-s3cr3t"), "\(noPassword.errors)")
+        // Trust never weaker than asked: --pin's roots alone, so --ca-file beside it is refused.
+        let both = try await CatenaCommandLine.run(["get", echo, "--ca-file", tokenFile.path, "--pin", tokenFile.path])
+        #expect(both.status != 0 && both.errors.contains("give --ca-file or --pin, not both"), "\(both.errors)")
     }
 
     @Test("a failed HAR write is reported after the call's output and leaves the exit status to the call; racing runs lose no entry")

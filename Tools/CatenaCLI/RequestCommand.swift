@@ -110,7 +110,7 @@ struct RequestCall: ParsableArguments {
     @Flag(help: "HTTP/1.1 only, no HTTP/2 (AsyncHTTPClient).")
     var http1 = false
 
-    @Option(help: "Trust the CA certificates in this PEM file besides the system's.")
+    @Option(help: "Trust the CA certificates in this PEM file besides the system's (not with --pin).")
     var caFile: String?
 
     @Option(help: "Pin: trust only the root certificates in this PEM file (AsyncHTTPClient; pin the root of the server's chain).")
@@ -146,6 +146,9 @@ struct RequestCall: ParsableArguments {
         let bodies = [json != nil, jsonFile != nil, !formFields.isEmpty, upload != nil].filter { $0 }.count
         guard bodies <= 1 else { throw ValidationError("give one body: --json, --json-file, --form or --upload") }
         guard bearer == nil || basic == nil else { throw ValidationError("give --bearer or --basic, not both") }
+        guard caFile == nil || pin == nil else {
+            throw ValidationError("give --ca-file or --pin, not both: --pin trusts its roots alone, and --ca-file would add others")
+        }
         guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be more than 0 and at most 86400 seconds") }
         guard (0...10).contains(retry) else { throw ValidationError("--retry must be 0...10") }
         guard !(http1 && transport == .urlsession) else {

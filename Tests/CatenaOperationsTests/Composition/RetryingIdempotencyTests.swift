@@ -53,7 +53,9 @@ struct RetryingIdempotencyTests {
         #expect(operation.attempts == 1)
         // A GET is idempotent: it is retried as the strategy says.
         let get = RetryingOperation(strategy: .repeat(times: 3)) { _ in
-            TaskOperation { () async throws -> APIResponse in try await transport.load(try APIRequest(.get, urlString: base + "/api/status/503")).validateStatus() }
+            TaskOperation { () async throws -> APIResponse in
+                try await transport.load(try APIRequest(.get, urlString: base + "/api/status/503")).validateStatus()
+            }
         }
         _ = try? await get.value(on: OperationQueue())
         #expect(get.attempts == 3)

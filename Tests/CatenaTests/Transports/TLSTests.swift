@@ -95,6 +95,20 @@ struct TLSTests {
             _ = try await TLSServers.chain(chained, unrelated).load(try APIRequest(.get, path: ["api", "users", "2"]))
         }
         #expect(error?.code == .untrustedServer, "\(String(describing: error))")
+
+        // The configuration's own extra roots do not widen a trust that excludes all but its own.
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.certificates([try NIOSSLCertificate(bytes: Array(try TLSServers.authority.get().certificateDER), format: .der)])]
+        configuration.tlsConfiguration = tls
+        let widened = try AsyncHTTPClientTransport(
+            configuration: configuration,
+            trust: ServerTrust(additionalRoots: [try DemoCertificateAuthority(commonName: "Unrelated CA").certificateDER], excludesSystemRoots: true))
+        defer { Task { try? await widened.shutdown() } }
+        let refused = await #expect(throws: CatenaError.self) {
+            _ = try await TLSServers.chain(chained, widened).load(try APIRequest(.get, path: ["api", "users", "2"]))
+        }
+        #expect(refused?.code == .untrustedServer, "\(String(describing: refused))")
     }
 
     @Test(
@@ -143,6 +157,16 @@ struct TLSTests {
         #expect(throws: ServerTrustError.self) { _ = try URLSessionTransport(trust: try TLSServers.trust()) }
         #expect(throws: ServerTrustError.self) { _ = try URLSessionTransport(trust: pinned) }
         #expect(throws: ServerTrustError.self) { _ = try AsyncHTTPClientTransport(trust: ServerTrust(excludesSystemRoots: true)) }
+        // Never weaker than asked: a configuration that verifies less is refused.
+        for verification in [CertificateVerification.none, .noHostnameVerification] {
+            var configuration = AsyncHTTPClientTransport.defaultConfiguration
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = verification
+            configuration.tlsConfiguration = tls
+            #expect(throws: ServerTrustError.self, "\(verification)") {
+                _ = try AsyncHTTPClientTransport(configuration: configuration, trust: try TLSServers.trust())
+            }
+        }
         #expect(throws: ServerTrustError.self) {
             _ = try ServerTrust(additionalRootsPEM: "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----")
         }

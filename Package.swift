@@ -227,7 +227,7 @@ let package = Package(
         .testTarget(name: "CatenaTestingTests", dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]),
         .testTarget(
             name: "CatenaOperationsTests",
-            dependencies: ["CatenaOperations", "Catena", "CatenaTestSupport", "ReqresAPI", "FlickrAPI"]
+            dependencies: ["CatenaOperations", "Catena", "CatenaAsyncHTTPClient", "CatenaTestSupport", "ReqresAPI", "FlickrAPI"]
         ),
         .testTarget(
             name: "CatenaObservabilityTests",

@@ -95,19 +95,46 @@ extension APIRequest.Body {
             }
         }
         let length: Int64? = if case .known(let length) = body.length { length } else { nil }
+        // Pulled as the transport sends: nothing is read from `body` before there is
+        // room to send it, so a slow upload holds no more than a chunk.
         return .stream(length: length, contentType: contentType) {
-            AsyncThrowingStream { continuation in
-                let task = Task {
-                    do {
-                        for try await chunk in body { continuation.yield(Data(chunk)) }
-                        continuation.finish()
-                    } catch {
-                        continuation.finish(throwing: error)
-                    }
-                }
-                continuation.onTermination = { _ in task.cancel() }
-            }
+            let chunks = PulledChunks(body.makeAsyncIterator())
+            return AsyncThrowingStream { try await chunks.next() }
         }
+    }
+}
+
+/// An `HTTPBody`'s iterator behind a reference, for the closure that pulls from it.
+// @unchecked Sendable: an `AsyncThrowingStream(unfolding:)` calls its closure for one
+// consumer, one call at a time, so the iterator is never used from two places at once.
+private final class PulledChunks: @unchecked Sendable {
+    private var iterator: HTTPBody.Iterator
+
+    init(_ iterator: HTTPBody.Iterator) {
+        self.iterator = iterator
+    }
+
+    func next() async throws -> Data? {
+        try await iterator.next().map { Data($0) }
+    }
+}
+
+/// A streamed response's body as `HTTPBody` chunks, read from the transport as the
+/// generated client asks for them: the body's window and idle timeout apply.
+private struct ResponseChunks: AsyncSequence, Sendable {
+    typealias Element = HTTPBody.ByteChunk
+    let body: ResponseBody
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: ResponseBody.AsyncIterator
+
+        mutating func next() async throws -> HTTPBody.ByteChunk? {
+            try await base.next().map { ArraySlice($0) }
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: body.makeAsyncIterator())
     }
 }
 
@@ -118,8 +145,8 @@ extension HTTPBody {
         self.init(response.body)
     }
 
-    /// A streamed response's body, read once, as it arrives; cancelling the reader
-    /// cancels the stream. Its length is the server's Content-Length when that is one
+    /// A streamed response's body, read once, pulled from the transport as it is read;
+    /// cancelling the reader, or dropping the body unread, cancels the stream. Its length is the server's Content-Length when that is one
     /// run of digits and the body was not encoded (a decoded body's length is unknown).
     convenience init(streaming streamed: StreamedResponse) {
         var length = HTTPBody.Length.unknown
@@ -128,19 +155,7 @@ extension HTTPBody {
         {
             length = .known(value)
         }
-        let body = streamed.body
-        let stream = AsyncThrowingStream<HTTPBody.ByteChunk, any Error> { continuation in
-            let task = Task {
-                do throws(CatenaError) {
-                    for try await chunk in body { continuation.yield(ArraySlice(chunk)) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
-        self.init(stream, length: length)
+        self.init(ResponseChunks(body: streamed.body), length: length, iterationBehavior: .single)
     }
 }
 #endif  // OpenAPI

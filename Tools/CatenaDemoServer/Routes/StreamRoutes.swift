@@ -28,6 +28,33 @@ enum StreamRoutes {
                     try await writer.finish(nil)
                 })
         }
+        // A body without end (4 GiB at most) of 64 KiB chunks, written as fast as the client
+        // reads them; `GET /api/endless/stats?key=` says how many bytes went out, which
+        // shows whether a client buffers what it does not read.
+        let endless = Locked<(written: [String: Int], order: [String])>(([:], []))
+        api.get("endless") { request, _ in
+            guard let key = request.uri.queryParameters.get("key") else { return Response(status: .badRequest) }
+            endless.withLock { state in
+                state.written[key] = 0
+                state.order.append(key)
+                if state.order.count > 100 { state.written[state.order.removeFirst()] = nil }
+            }
+            return Response(
+                status: .ok, headers: [.contentType: "application/octet-stream"],
+                body: .init { writer in
+                    let chunk = ByteBuffer(repeating: UInt8(ascii: "a"), count: 65_536)
+                    for _ in 0..<65_536 {
+                        try await writer.write(chunk)
+                        endless.withLock { $0.written[key]? += chunk.readableBytes }
+                    }
+                    try await writer.finish(nil)
+                })
+        }
+        api.get("endless/stats") { request, _ in
+            let written = request.uri.queryParameters.get("key").flatMap { key in endless.withLock { $0.written[key] } } ?? -1
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"written":\#(written)}"#)))
+        }
         api.post("gated/open") { request, _ in
             guard let key = request.uri.queryParameters.get("key") else { return Response(status: .badRequest) }
             opened.withLock { _ = $0.insert(key) }

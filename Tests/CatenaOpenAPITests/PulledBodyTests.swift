@@ -16,7 +16,9 @@ struct PulledBodyTests {
         return try JSONDecoder().decode([String: Int].self, from: stats.body)["written"] ?? -1
     }
 
-    @Test("an endless streamed response held unread for 2 s, then read slowly: the transfer stalls, so nothing unread piles up", arguments: TransportKind.allCases)
+    @Test(
+        "an endless streamed response held unread for 2 s, then read slowly: the transfer stalls, so nothing unread piles up", arguments: TransportKind.allCases
+    )
     func endlessResponseHeld(kind: TransportKind) async throws {
         let server = try await TestServer.running()
         let key = UUID().uuidString

@@ -45,8 +45,11 @@ public final class CookieJar: Sendable {
     }
 
     /// Keeps the cookies `response` sets, as the answer to `request`. Set-Cookie fields
-    /// that RFC 6265 says to ignore are ignored: a Domain the request's host is not in,
-    /// a public suffix as Domain, a Secure cookie from plain HTTP, one too large.
+    /// that RFC 6265bis says to ignore are ignored: a Domain the request's host is not in,
+    /// a public suffix as Domain, a Secure cookie from plain HTTP, one from plain HTTP
+    /// that would overwrite or delete a Secure cookie of the same name, a `__Secure-`
+    /// cookie without Secure, a `__Host-` one without Secure, with a Domain or with a
+    /// path other than "/", one too large.
     public func store(_ response: APIResponse) {
         store(response.headerFields, for: response.request)
     }
@@ -61,6 +64,17 @@ public final class CookieJar: Sendable {
         cookies.withLock { cookies in
             for set in parsed {
                 guard let cookie = Self.cookie(set, host: host, secure: secure, requestPath: requestPath, now: now) else { continue }
+                // RFC 6265bis, section 5.7: plain HTTP neither overwrites nor deletes a
+                // Secure cookie of the same name whose domain and path cover it.
+                if !secure,
+                    cookies.contains(where: {
+                        $0.secure && $0.name == cookie.name
+                            && (Cookie.domainMatches($0.domain, cookie.domain) || Cookie.domainMatches(cookie.domain, $0.domain))
+                            && Cookie.pathMatches(cookie.path, $0.path)
+                    })
+                {
+                    continue
+                }
                 let existing = cookies.firstIndex {
                     $0.name == cookie.name && $0.domain == cookie.domain && $0.hostOnly == cookie.hostOnly && $0.path == cookie.path
                 }
@@ -83,6 +97,11 @@ public final class CookieJar: Sendable {
 
     private static func cookie(_ set: SetCookie, host: String, secure: Bool, requestPath: String, now: Date) -> Cookie? {
         if set.secure && !secure { return nil }  // RFC 6265bis: only a secure origin sets a Secure cookie
+        // RFC 6265bis, section 4.1.3: `__Secure-` needs Secure (so a secure origin);
+        // `__Host-` also no Domain and the path "/" (the prefixes compared without case).
+        let lowercasedName = set.name.lowercased()
+        if lowercasedName.hasPrefix("__secure-"), !set.secure { return nil }
+        if lowercasedName.hasPrefix("__host-"), !set.secure || set.domain != nil || set.path != "/" { return nil }
         var domain = host, hostOnly = true
         if let attribute = set.domain {
             if PublicSuffixes.contains(attribute) {

@@ -49,6 +49,9 @@ package struct ServerSentEventParser: Sendable {
     private var eventType: String?
     /// The `id` field last read; it becomes the last event ID at the next blank line.
     private var idBuffer = ""
+    /// The longest event ID kept: 4 KiB. A longer one is ignored as the spec ignores an ID
+    /// with NUL, so `Last-Event-ID` never carries more.
+    package static let maxEventIDBytes = 4096
     /// The last event ID string: committed at each blank line, so an event cut off
     /// mid-way never moves it (a reconnection asks again from the one before).
     private(set) var lastEventID = ""
@@ -157,7 +160,9 @@ package struct ServerSentEventParser: Sendable {
             data.append(UInt8(ascii: "\n"))
             hasData = true
         case "id":
-            if !value.contains(0) { idBuffer = String(decoding: value, as: UTF8.self) }
+            // An id with NUL is ignored (WHATWG); so is one over `maxEventIDBytes`, which
+            // would go back to the server as a header on every reconnection.
+            if !value.contains(0), value.count <= Self.maxEventIDBytes { idBuffer = String(decoding: value, as: UTF8.self) }
         case "retry":
             if !value.isEmpty, value.count <= 12, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                 let milliseconds = Int64(String(decoding: value, as: UTF8.self))

@@ -48,16 +48,19 @@ extension URLSessionTransport {
         return fields
     }
 
-    /// The Set-Cookie values in `joined`: a comma separates two when a cookie name and
-    /// "=" follow it, so the comma of an Expires date ("Wed, 21 Oct 2026 …") stays.
+    /// The Set-Cookie values in `joined`: URLSession joins repeated fields with ", ", so
+    /// a comma and a space separate two when a cookie name and "=" follow. The comma of
+    /// an Expires date ("Wed, 21 Oct 2026 …") stays, and so does a comma inside a value
+    /// ("prefs=a,b=c; Secure" keeps its attributes).
     static func splitJoinedSetCookie(_ joined: String) -> [String] {
         var values: [String] = []
         var current = Substring(joined)
         var searchFrom = current.startIndex
         while let comma = current[searchFrom...].firstIndex(of: ",") {
-            let rest = current[current.index(after: comma)...].drop { $0 == " " || $0 == "\t" }
+            let afterComma = current[current.index(after: comma)...]
+            let rest = afterComma.drop { $0 == " " || $0 == "\t" }
             let token = rest.prefix { $0 != "=" && $0 != ";" && $0 != "," && $0 != " " && $0 != "\t" }
-            if !token.isEmpty, rest.dropFirst(token.count).first == "=" {
+            if afterComma.first == " ", !token.isEmpty, rest.dropFirst(token.count).first == "=" {
                 values.append(String(current[..<comma]))
                 current = rest
                 searchFrom = current.startIndex

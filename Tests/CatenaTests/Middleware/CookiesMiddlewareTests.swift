@@ -52,6 +52,41 @@ struct CookieIntegrationTests {
         #expect(jar.all.map(\.name) == ["token"])
     }
 
+    @Test("RFC 6265bis: plain HTTP cannot overwrite or delete a Secure cookie; __Secure- and __Host- prefixes are enforced")
+    func strictSecure() async throws {
+        let jar = CookieJar()
+        let https = try await Self.chain(.asyncHTTPClientHTTPS, CookieMiddleware(jar: jar))
+        let plain = try await Self.chain(.asyncHTTPClient, CookieMiddleware(jar: jar))
+        _ = try await https.load(try Self.set("sid=secure1; Secure; Path=/"))
+        _ = try await plain.load(try Self.set("sid=plain; Path=/"))
+        _ = try await plain.load(try Self.set("sid=plain2; Path=/api"))
+        _ = try await plain.load(try Self.set("sid=; Max-Age=0; Path=/"))
+        #expect(jar.all.map { "\($0.name)=\($0.value)" } == ["sid=secure1"], "\(jar.all)")
+        #expect(try await Self.echoCookie(https) == "sid=secure1")
+        // Another name from plain HTTP is fine.
+        _ = try await plain.load(try Self.set("theme=dark; Path=/"))
+        #expect(Set(jar.all.map(\.name)) == ["sid", "theme"])
+
+        _ = try await https.load(
+            try Self.set(
+                "__Secure-a=1; Path=/", "__Secure-b=2; Secure; Path=/", "__Host-c=3; Secure; Path=/api", "__Host-d=4; Secure; Path=/; Domain=127.0.0.1",
+                "__host-e=5; Path=/", "__Host-f=6; Secure; Path=/"))
+        #expect(Set(jar.all.map(\.name)) == ["sid", "theme", "__Secure-b", "__Host-f"], "\(jar.all.map(\.name))")
+        _ = try await plain.load(try Self.set("__Secure-g=7; Secure; Path=/"))
+        #expect(!jar.all.contains { $0.name == "__Secure-g" })
+    }
+
+    @Test("a Set-Cookie whose value holds a comma keeps its attributes, beside another Set-Cookie", arguments: TransportKind.allCases)
+    func commaInValue(kind: TransportKind) async throws {
+        let jar = CookieJar()
+        let chain = try await Self.chain(kind, CookieMiddleware(jar: jar))
+        _ = try await chain.load(try Self.set("prefs=a,b=c; Path=/api/echo; HttpOnly", "when=1; Expires=Wed, 21 Oct 2099 07:28:00 GMT; Path=/"))
+        let prefs = try #require(jar.all.first { $0.name == "prefs" }, "\(jar.all)")
+        #expect(prefs.value == "a,b=c" && prefs.path == "/api/echo" && prefs.httpOnly, "\(prefs)")
+        #expect(jar.all.first { $0.name == "when" }?.expires != nil)
+        #expect(jar.all.count == 2)
+    }
+
     @Test("a Cookie field of the request's own is kept, the jar's after it", arguments: TransportKind.allCases)
     func ownCookie(kind: TransportKind) async throws {
         let chain = try await Self.chain(kind, CookieMiddleware())

@@ -58,6 +58,14 @@ struct EventStreamTests {
         #expect(events.allSatisfy { $0.retry == nil })
     }
 
+    @Test("an id over 4 KiB is ignored, so Last-Event-ID never carries more")
+    func longIDIgnored() throws {
+        let long = String(repeating: "x", count: ServerSentEventParser.maxEventIDBytes + 1)
+        let fits = String(repeating: "y", count: ServerSentEventParser.maxEventIDBytes)
+        let events = try Self.parse("id: 7\ndata: a\n\nid: \(long)\ndata: b\n\nid: \(fits)\ndata: c\n\n")
+        #expect(events.map(\.lastEventID) == ["7", "7", fits])
+    }
+
     @Test("the same events whatever the chunk boundaries: every single split and 500 random ones")
     func chunkSplits() throws {
         let text = "\u{FEFF}event: a\r\ndata: 1\r\n\r\n: c\rid: 7\rdata: 2\r\rdata: 3\n\n"

@@ -13,7 +13,7 @@ import HTTPTypes
 /// ```
 ///
 /// Put it right above the transport to see what goes over the wire. Secrets are
-/// redacted by one rule (``SecretNames``, plus what the request's `Redaction` adds):
+/// redacted by one rule (Catena's `SecretNames`, plus what the request's `Redaction` adds):
 /// secret header values (each cookie of a `Cookie` header too), secret query values in
 /// the URL, the query list and the URLs of `Location`, `Content-Location`, `Link` and
 /// `Refresh`, and in bodies the values of secret form fields, JSON members at any depth
@@ -33,11 +33,14 @@ public final class HARRecorder: HTTPMiddleware {
     private let maximumBodyBytes: Int
     private let recordsUnreadableBodies: Bool
 
-    /// A recorder keeping up to `maximumEntries` exchanges, bodies up to `maximumBodyBytes`.
+    /// A recorder.
     ///
-    /// - Parameter recordsUnreadableBodies: record a body that is not UTF-8 text as
-    ///   base64, unscrubbed. Off by default: such a body could carry a secret no one
-    ///   can find in it. Turn it on only for APIs whose binary bodies hold none.
+    /// - Parameters:
+    ///   - maximumEntries: the most exchanges kept; later ones are counted in ``droppedEntries``.
+    ///   - maximumBodyBytes: the largest body recorded (read for secrets); a larger one is left out.
+    ///   - recordsUnreadableBodies: record a body that is not UTF-8 text as base64,
+    ///     unscrubbed. Off by default: such a body could carry a secret no one can find
+    ///     in it. Turn it on only for APIs whose binary bodies hold none.
     public init(maximumEntries: Int = 1000, maximumBodyBytes: Int = 1 << 20, recordsUnreadableBodies: Bool = false) {
         self.maximumEntries = max(0, maximumEntries)
         self.maximumBodyBytes = max(0, maximumBodyBytes)

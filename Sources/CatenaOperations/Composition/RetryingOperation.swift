@@ -87,7 +87,7 @@ public struct OperationRetryStrategy: Sendable {
 ///
 /// A failed request that is not idempotent by its method (POST, PATCH) is sent again
 /// only when it carried an `Idempotency-Key` the next attempt carries too, whatever
-/// the strategy says: a fixed ``IdempotencyKey``, or a generated one, which every
+/// the strategy says: a fixed `IdempotencyKey`, or a generated one, which every
 /// attempt that starts its request when it starts (a `TaskOperation`,
 /// `EndpointOperation` or `RequestOperation`) shares. Without one, the server could not
 /// tell the attempts apart and would apply the call twice.

@@ -131,7 +131,8 @@ public struct HAR: Codable, Sendable, Equatable {
         } catch {
             throw HARError("cannot encode the archive: \(error)")
         }
-        try HARFile.replace(url, with: data)
+        // Under the lock `append` takes, so neither loses the other's write.
+        try HARFile.withLock(url) { (_: Int32, _: Int) throws(HARError) in try HARFile.replace(url, with: data) }
     }
 }
 

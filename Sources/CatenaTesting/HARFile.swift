@@ -89,7 +89,9 @@ enum HARFile {
     /// missing), with its descriptor and size. A file replaced while this waited for the
     /// lock is opened and locked again, so `body` always sees the newest one.
     static func withLock(_ url: URL, _ body: (Int32, Int) throws(HARError) -> Void) throws(HARError) {
-        while true {
+        // Each retry means another process replaced the file meanwhile; a hundred in a
+        // row means something else keeps doing it.
+        for _ in 0..<100 {
             let descriptor = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else { throw HARError("cannot open \(url.path): \(errorText())") }
             defer { close(descriptor) }
@@ -99,10 +101,16 @@ enum HARFile {
             var held = stat()
             var current = stat()
             guard fstat(descriptor, &held) == 0 else { throw HARError("cannot read \(url.path): \(errorText())") }
-            guard stat(url.path, &current) == 0, current.st_ino == held.st_ino, current.st_dev == held.st_dev else { continue }
+            if stat(url.path, &current) != 0 {
+                // Renamed away between our open and our lock: open the new one.
+                guard errno == ENOENT else { throw HARError("cannot read \(url.path): \(errorText())") }
+                continue
+            }
+            guard current.st_ino == held.st_ino, current.st_dev == held.st_dev else { continue }
             try body(descriptor, Int(held.st_size))
             return
         }
+        throw HARError("cannot lock \(url.path): it was replaced a hundred times while this waited")
     }
 
     /// Replaces the file at `url` with `data` at once: written to a new file (mode 0600)

@@ -252,7 +252,7 @@ struct RequestCall: ParsableArguments {
             StandardError.write(TerminalText.binaryWarning)
             status = status == .success ? .failure : status
         }
-        if status != .success {
+        if response.status.code >= 400 {
             // A script's log shows why the status is not 0, also for an empty body.
             StandardError.writeText("error: the server answered \(response.status.code) \(response.status.reasonPhrase)\n")
         }
@@ -262,7 +262,7 @@ struct RequestCall: ParsableArguments {
     /// Appends what `recorder` holds to the HAR file, after the call's output; a failure
     /// is reported on standard error and leaves the exit status to the call.
     private func appendRecording(_ recorder: HARRecorder?) {
-        guard let recorder, let har else { return }
+        guard let recorder, let har, !recorder.har.log.entries.isEmpty else { return }
         do throws(HARError) {
             try HAR.append(recorder.har.log.entries, toFileAt: URL(fileURLWithPath: har))
         } catch {
@@ -302,7 +302,7 @@ struct RequestCall: ParsableArguments {
 /// `--curl`: prints each attempt as it goes to the transport, secrets redacted.
 struct CurlPrinter: HTTPMiddleware {
     func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        StandardError.write(request.curlDescription + "\n")
+        StandardError.writeText(request.curlDescription + "\n")
         return try await next.load(request)
     }
 }

@@ -91,14 +91,26 @@ package struct BodyScrubber: Sendable {
         guard depth < 64 else { return }
         if let object = value as? [String: Any] {
             for (key, member) in object {
-                if redaction.isSecret(name: key), let text = member as? String {
-                    values.append(text)
+                if redaction.isSecret(name: key) {
+                    Self.leaves(of: member, depth: depth + 1, into: &values)
                 } else {
                     collectJSON(member, depth: depth + 1, into: &values)
                 }
             }
         } else if let array = value as? [Any] {
             for member in array { collectJSON(member, depth: depth + 1, into: &values) }
+        }
+    }
+
+    /// Every string and number inside a secret member (`"pin": 123456`, `"keys": ["…"]`).
+    private static func leaves(of value: Any, depth: Int, into values: inout [String]) {
+        guard depth < 64 else { return }
+        switch value {
+        case let text as String: values.append(text)
+        case let number as NSNumber: values.append(number.stringValue)
+        case let array as [Any]: for member in array { leaves(of: member, depth: depth + 1, into: &values) }
+        case let object as [String: Any]: for member in object.values { leaves(of: member, depth: depth + 1, into: &values) }
+        default: break
         }
     }
 
@@ -143,29 +155,39 @@ package struct BodyScrubber: Sendable {
         }
         let saysJSON = type.map { $0.essence.hasSuffix("/json") || $0.essence.hasSuffix("+json") } ?? false
         if saysJSON || Self.looksLikeJSON(body) {
-            if let scrubbed = scrubJSON(body) { return .text(scrubbed, redacted: scrubbed != text) }
-            // Text that only looks like JSON is text; a body that says it is JSON and
-            // cannot be read could hide a secret where the reading stopped.
-            if saysJSON { return .omitted("a JSON body that could not be read for secrets") }
+            switch scrubJSON(body) {
+            case .scrubbed(let scrubbed): return .text(scrubbed, redacted: scrubbed != text)
+            // JSON the scanner cannot read whole (nested past its depth) could hide a
+            // secret where the reading stopped; so could a body that says it is JSON.
+            case .unreadable: return .omitted("a JSON body that could not be read for secrets")
+            // Text that only looks like JSON is text.
+            case .notJSON: if saysJSON { return .omitted("a JSON body that could not be read for secrets") }
+            }
         }
         let scrubbed = scrub(text)
         return .text(scrubbed, redacted: scrubbed != text)
     }
 
+    private enum JSONScrub {
+        case scrubbed(String)
+        case unreadable
+        case notJSON
+    }
+
     /// The JSON text with each secret member's value, and each string holding a secret
-    /// value of the request, replaced; every other byte as it was. Nil when not JSON.
-    private func scrubJSON(_ body: Data) -> String? {
-        guard (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) != nil else { return nil }
+    /// value of the request, replaced; every other byte as it was.
+    private func scrubJSON(_ body: Data) -> JSONScrub {
+        guard (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) != nil else { return .notJSON }
         let bytes = Array(body)
         let secretValues = secretValues
         let redaction = redaction
         guard
             let spans = JSONSecretSpans.find(
-                in: bytes, isSecret: { redaction.isSecret(name: $0) }, isSecretText: { text in secretValues.contains { text.contains($0) } })
-        else { return nil }
-        let replaced = JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8))
+                in: bytes, isSecret: { redaction.isSecret(name: $0) }, isSecretText: { text in secretValues.contains { text.contains($0) } }),
+            let text = String(bytes: JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
+        else { return .unreadable }
         // Values written without escapes, such as a secret inside a longer string.
-        return String(bytes: replaced, encoding: .utf8).map(scrub)
+        return .scrubbed(scrub(text))
     }
 
     private func redactForm(_ text: String) -> String {
@@ -191,12 +213,22 @@ package struct BodyScrubber: Sendable {
                 redacted = true
                 continue
             }
+            guard String(data: content, encoding: .utf8) != nil else {
+                // A file part under a plain name keeps its bytes (the caller chose the name).
+                out.append(content)
+                continue
+            }
             switch scrub(content, contentType: part.contentType, depth: 1) {
             case .text(let text, let changed):
                 out.append(contentsOf: Array(text.utf8))
                 redacted = redacted || changed
-            case .binary, .omitted:
+            case .binary:
+                // A file part under a plain name: its bytes, as they were.
                 out.append(content)
+            case .omitted(let reason):
+                // JSON that does not read, a multipart inside a multipart: not shown.
+                out.append(contentsOf: Array("<not shown: \(reason)>".utf8))
+                redacted = true
             }
         }
         out.append(body[start...])
@@ -242,6 +274,8 @@ enum Multipart {
             cursor = lineEnd.upperBound
             guard let headEnd = body[cursor...].firstRange(of: Data("\r\n\r\n".utf8)) ?? (body[cursor...].starts(with: crlf) ? cursor..<cursor + 2 : nil)
             else { return nil }
+            // A part's head is a few short lines; a huge one is not read.
+            guard headEnd.lowerBound - cursor <= 8_192 else { return nil }
             let head = String(decoding: body[cursor..<headEnd.lowerBound], as: UTF8.self)
             let contentStart = headEnd.upperBound
             guard let next = body[contentStart...].firstRange(of: crlf + delimiter) else { return nil }
@@ -259,18 +293,30 @@ enum Multipart {
         return nil
     }
 
-    /// The `name` parameter of a `Content-Disposition` value (quoted or not).
+    /// The `name` parameter of a `Content-Disposition` value (quoted or not), found in
+    /// one pass over the value.
     static func dispositionName(_ value: String) -> String? {
-        var rest = Substring(value)
-        while let semicolon = rest.firstIndex(of: ";") {
-            rest = rest[rest.index(after: semicolon)...].drop { $0 == " " || $0 == "\t" }
-            guard rest.lowercased().hasPrefix("name=") else { continue }
-            let raw = rest.dropFirst(5)
-            if raw.first == "\"" {
-                let inside = raw.dropFirst()
-                return String(inside.prefix { $0 != "\"" })
+        let bytes = Array(value.utf8)
+        var index = 0
+        var quoted = false
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") { quoted.toggle() }
+            index += 1
+            guard byte == UInt8(ascii: ";"), !quoted else { continue }
+            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") { index += 1 }
+            let name = Array("name=".utf8)
+            guard index + name.count <= bytes.count,
+                zip(bytes[index..<index + name.count], name).allSatisfy({ ($0 | 0x20) == $1 || $0 == $1 })
+            else { continue }
+            var start = index + name.count
+            if start < bytes.count, bytes[start] == UInt8(ascii: "\"") {
+                start += 1
+                let end = bytes[start...].firstIndex(of: UInt8(ascii: "\"")) ?? bytes.count
+                return String(decoding: bytes[start..<end], as: UTF8.self)
             }
-            return String(raw.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces)
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+            return String(decoding: bytes[start..<end], as: UTF8.self).trimmingCharacters(in: .whitespaces)
         }
         return nil
     }

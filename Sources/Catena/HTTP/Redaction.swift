@@ -81,12 +81,12 @@ public struct Redaction: Sendable, Equatable, RequestOption {
     }
 
     /// A header field's value as it may be printed or recorded: the placeholder for a
-    /// secret field; the URLs in `Location`, `Content-Location`, `Link` and `Refresh`
+    /// secret field; the URLs in `Location`, `Content-Location`, `Referer`, `Link` and `Refresh`
     /// with their secret query values and user information redacted; any other as it is.
     public func printableValue(of field: HTTPField) -> String {
         if isSecretHeader(field.name) { return Self.placeholder }
         switch field.name {
-        case .location, .contentLocation: return redact(urlString: field.value)
+        case .location, .contentLocation, .referer: return redact(urlString: field.value)
         default:
             switch field.name.canonicalName {
             case "link": return redactLinks(field.value)
@@ -121,9 +121,16 @@ public struct Redaction: Sendable, Equatable, RequestOption {
         return value[..<marker.upperBound] + redact(urlString: String(value[marker.upperBound...]))
     }
 
-    /// Redacts user information and secret query values in URL text that could not be
-    /// parsed into a request.
+    /// Redacts user information, secret query values and secret values in a fragment
+    /// written as a query (`#access_token=…`, as OAuth's implicit flow answers) in URL
+    /// text that could not be parsed into a request.
     package func redact(urlString: String) -> String {
+        guard let hash = urlString.firstIndex(of: "#") else { return redactBeforeFragment(urlString) }
+        let fragment = urlString[urlString.index(after: hash)...]
+        return redactBeforeFragment(String(urlString[..<hash])) + "#" + (fragment.contains("=") ? redact(query: fragment) : String(fragment))
+    }
+
+    private func redactBeforeFragment(_ urlString: String) -> String {
         var text = Substring(urlString)
         var result = ""
         if let schemeEnd = text.range(of: "://") {

@@ -43,10 +43,53 @@ public enum IdempotencyKey: RequestOption, Sendable, Equatable {
     /// The methods a key makes retryable.
     public static let keyedMethods: Set<HTTPRequest.Method> = [.post, .patch]
 
-    /// The key a ``generated`` request takes instead of a new one while this is bound:
-    /// `RetryingOperation` binds one per operation, so each of its attempts carries the
-    /// same key and the server applies the call once.
-    @TaskLocal package static var sharedKey: String?
+    /// The attempt of a `RetryingOperation` running now: the key its ``generated``
+    /// request takes (the same in every attempt), and whether what it sent may be sent
+    /// again.
+    @TaskLocal package static var attempt: Attempt?
+
+    /// The methods a server may apply twice without harm (RFC 9110, section 9.2.2).
+    package static let idempotentMethods: Set<HTTPRequest.Method> = [.get, .head, .options, .trace, .put, .delete]
+
+    /// One attempt of an operation that may be retried, as its requests go out.
+    package final class Attempt: Sendable {
+        /// The key the attempt's first generated request takes, the same for every attempt.
+        package let key: String
+        private let state = Locked((generated: 0, unsafe: false))
+
+        package init(key: String) {
+            self.key = key
+        }
+
+        /// The key for the attempt's next generated request: the shared one for the first.
+        /// Another request of the same attempt gets a key of its own, and the attempt may
+        /// then not be sent again (the next one could not give it the same key).
+        func nextGenerated() -> String {
+            let first = state.withLock { state in
+                state.generated += 1
+                if state.generated > 1 { state.unsafe = true }
+                return state.generated == 1
+            }
+            return first ? key : UUID().uuidString.lowercased()
+        }
+
+        /// Notes a request about to go to the server: one that is not idempotent and does
+        /// not carry the shared key or a fixed one makes the attempt one not to send again.
+        package func noteSending(_ hop: APIRequest) {
+            let sent = hop.headerFields[.idempotencyKey]
+            let stable =
+                switch hop[option: IdempotencyKey.self] {
+                case .fixed(let fixed): sent == IdempotencyKey.fieldValue(fixed)
+                case .generated: sent == IdempotencyKey.fieldValue(key)
+                case .none: false
+                }
+            if !stable { state.withLock { $0.unsafe = true } }
+        }
+
+        /// Whether everything the attempt sent may be sent again: it sent nothing that is
+        /// not idempotent, or only with a key the next attempt sends too.
+        package var mayResend: Bool { state.withLock { !$0.unsafe } }
+    }
 
     /// `key` as the `Idempotency-Key` field carries it: a structured-field string (RFC
     /// 8941), quoted, with `\` and `"` escaped.
@@ -74,7 +117,7 @@ extension APIRequest {
         let key: String
         switch option {
         case .none: return false
-        case .generated: key = IdempotencyKey.sharedKey ?? UUID().uuidString.lowercased()
+        case .generated: key = IdempotencyKey.attempt?.nextGenerated() ?? UUID().uuidString.lowercased()
         case .fixed(let fixed):
             guard !fixed.isEmpty, fixed.utf8.count <= 255, fixed.utf8.allSatisfy({ (0x20...0x7e).contains($0) }) else {
                 throw CatenaError(

@@ -80,6 +80,8 @@ public enum Redirects {
         let start = ContinuousClock.now
         var followed = 0
         while true {
+            // What a retried operation may send again depends on what went out.
+            if !IdempotencyKey.idempotentMethods.contains(hop.method) { IdempotencyKey.attempt?.noteSending(hop) }
             let answer = try await send(hop, try timeLeft(of: timeout, since: start, hop: hop, followed: followed))
             guard try advance(&hop, after: answer, followed: &followed, head: head, discard: discard) else { return answer }
         }

@@ -85,18 +85,20 @@ public struct OperationRetryStrategy: Sendable {
 ///
 /// Cancelling it cancels the attempt in flight (or the wait) and starts no other.
 ///
-/// A failed request that is not idempotent by its method (POST, PATCH) is sent again
-/// only when it carried an `Idempotency-Key` the next attempt carries too, whatever
-/// the strategy says: a fixed `IdempotencyKey`, or a generated one, which every
-/// attempt that starts its request when it starts (a `TaskOperation`,
+/// An attempt that sent a request that is not idempotent by its method (POST, PATCH) is
+/// made again only when that request carried an `Idempotency-Key` the next attempt
+/// carries too, whatever failed and whatever the strategy says: a fixed
+/// `IdempotencyKey`, or a generated one, which the first generated request of every
+/// attempt that starts its requests when it starts (a `TaskOperation`,
 /// `EndpointOperation` or `RequestOperation`) shares. Without one, the server could not
-/// tell the attempts apart and would apply the call twice.
+/// tell the attempts apart and would apply the call twice. The transports note what
+/// each attempt sends, redirects included.
 public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>, @unchecked Sendable {
     // @unchecked Sendable: `strategy` and `makeAttempt` are immutable; the rest is in a lock.
     private let strategy: OperationRetryStrategy
     private let makeAttempt: @Sendable (_ attempt: Int) -> ResultOperation<Output>
     private let progressState = Locked(Attempts())
-    /// The `Idempotency-Key` every attempt's generated key is.
+    /// The `Idempotency-Key` every attempt's generated request carries.
     private let key = UUID().uuidString.lowercased()
 
     /// What cancelling does, decided under the lock.
@@ -118,6 +120,8 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
         var making = false
         /// Cancelled: no attempt starts from now on.
         var stopped = false
+        /// What the attempt in flight, or the last one, sent.
+        var sent: IdempotencyKey.Attempt?
     }
 
     /// A retrying operation; `makeAttempt` is given the attempt's number, from 1, and
@@ -167,35 +171,32 @@ public final class RetryingOperation<Output: Sendable>: ResultOperation<Output>,
         }
         guard let number else { return finish() }
         let operation = makeAttempt(number)
+        let sent = IdempotencyKey.Attempt(key: key)
         let started = progressState.withLock { state -> Bool in
             state.making = false
             guard !state.stopped else { return false }
             state.made = number
             state.current = operation
+            state.sent = sent
             return true
         }
         // Cancelled while the attempt was being made: it is never started.
         guard started else { return finish() }
         operation.addResultBlock { [self] result in attemptFinished(result) }
-        // Bound while the attempt starts: the task it starts its request in inherits it.
-        IdempotencyKey.$sharedKey.withValue(key) { operation.start() }
-    }
-
-    /// Whether the failed attempt may be sent again without the server applying it
-    /// twice: its method is idempotent, or it carried a key the next attempt carries too.
-    private func mayResend(_ error: any Error) -> Bool {
-        guard let failure = error as? CatenaError, !RetryStrategy.standard.methods.contains(failure.request.method) else { return true }
-        guard let sent = failure.request.headerFields[.idempotencyKey] else { return false }
-        if case .fixed = failure.request[option: IdempotencyKey.self] { return true }
-        return sent == IdempotencyKey.fieldValue(key)
+        // Bound while the attempt starts: the task it starts its requests in inherits it,
+        // and the transports note in it what goes out.
+        IdempotencyKey.$attempt.withValue(sent) { operation.start() }
     }
 
     private func attemptFinished(_ result: Result<Output, any Error>) {
-        let made = progressState.withLock { state -> Int in
+        let (made, sent) = progressState.withLock { state -> (Int, IdempotencyKey.Attempt?) in
             state.current = nil
-            return state.made
+            return (state.made, state.sent)
         }
-        guard case .failure(let error) = result, !isCancelled, made < strategy.maxAttempts, strategy.shouldRetry(error), mayResend(error) else {
+        // Whatever failed, and however: a POST or PATCH that went out without a key the
+        // next attempt carries too is never sent again.
+        let mayResend = sent?.mayResend ?? true
+        guard case .failure(let error) = result, !isCancelled, made < strategy.maxAttempts, strategy.shouldRetry(error), mayResend else {
             return isCancelled ? finish() : finish(with: result)
         }
         let wait = strategy.delay(made)

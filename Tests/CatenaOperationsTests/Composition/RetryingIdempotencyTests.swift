@@ -75,4 +75,40 @@ struct RetryingIdempotencyTests {
         _ = try? await get.value(on: OperationQueue())
         #expect(get.attempts == 3)
     }
+
+    struct UnreadableAnswer: Error {}
+
+    @Test("whatever fails after a keyless POST went out (a decoding error, say), the attempt is not made again", arguments: TransportKind.allCases)
+    func failureAfterKeylessPost(kind: TransportKind) async throws {
+        let base = try await TestServer.running().baseURL.absoluteString
+        let transport = kind.make()
+        let sent = Locked(0)
+        let operation = RetryingOperation(strategy: .repeat(times: 3)) { _ in
+            TaskOperation { () async throws -> APIResponse in
+                _ = try await transport.load(try APIRequest(.post, urlString: base + "/api/echo", body: .text("pay 10")))
+                sent.withLock { $0 += 1 }
+                throw UnreadableAnswer()
+            }
+        }
+        let response = try? await operation.value(on: OperationQueue())
+        #expect(response == nil)
+        #expect(operation.attempts == 1 && sent.withLock { $0 } == 1)
+    }
+
+    @Test("two keyed POSTs in one attempt: the second gets a key of its own, and the attempt is not made again", arguments: TransportKind.allCases)
+    func twoPostsInOneAttempt(kind: TransportKind) async throws {
+        let transport = kind.make()
+        let first = UUID().uuidString, second = UUID().uuidString
+        let operation = RetryingOperation(strategy: .repeat(times: 3)) { _ in
+            TaskOperation { () async throws -> APIResponse in
+                _ = try await transport.load(try await Self.order(first, key: .generated, timeout: .seconds(10))).validateStatus()
+                _ = try await transport.load(try await Self.order(second, key: .generated, timeout: .seconds(10))).validateStatus()
+                throw UnreadableAnswer()
+            }
+        }
+        _ = try? await operation.value(on: OperationQueue())
+        #expect(operation.attempts == 1)
+        let counts = (try await Self.count(first), try await Self.count(second))
+        #expect(counts == (1, 1), "two orders, each with its own key")
+    }
 }

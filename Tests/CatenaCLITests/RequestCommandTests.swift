@@ -221,6 +221,27 @@ struct RequestCommandTests {
         #expect(!cookie.text.contains("SETCOOKIE-v4lu3"))
         let headers = try #require(HAR(contentsOf: cookieHAR).log.entries.first).response.headers
         #expect(headers.contains { $0.name.lowercased() == "set-cookie" } && !headers.contains { $0.value.contains("SETCOOKIE-v4lu3") })
+        // Names in the styles real APIs write them, values made up per run: none in the
+        // head, the log, the curl command or the HAR (the echoed body prints them as sent).
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SplitMix64(seed: seed)
+        let names = ["accessToken", "X-Amz-Security-Token", "client_secret", "IdToken", "x-functions-key", "PRIVATE_TOKEN", "sessionId", "api.key"]
+        var made: [String] = []
+        var arguments = ["get", base + "/api/echo", "-i", "-v", "--curl", "--har", har.path, "--transport", transport]
+        for index in 0..<4 {
+            let name = names.randomElement(using: &generator)!
+            let value = "GEN\(index)-" + String(UInt64.random(in: 1_000_000...UInt64.max, using: &generator), radix: 36)
+            made.append(value)
+            arguments += index % 2 == 0 ? ["--query", "\(name)=\(value)"] : ["-H", "\(name.replacingOccurrences(of: ".", with: "-")): \(value)"]
+        }
+        let generated = try await CatenaCommandLine.run(arguments)
+        #expect(generated.status == 0, "\(generated.errors)")
+        let head = String(generated.text.split(separator: "\n\n", maxSplits: 1).first ?? "")
+        let archive = try String(contentsOf: har, encoding: .utf8)
+        for value in made {
+            #expect(!head.contains(value) && !generated.errors.contains(value) && !archive.contains(value), "seed \(seed): \(value)")
+        }
+
         // A header typed without its colon: the error names the first word only.
         let typo = try await CatenaCommandLine.run(["get", base + "/api/echo", "-H", "Authorization Bearer TYPO-t0k3n", "--transport", transport])
         #expect(typo.status == 2 && typo.errors.contains("\"Authorization…\"") && !typo.errors.contains("TYPO-t0k3n"), "\(typo.errors)")

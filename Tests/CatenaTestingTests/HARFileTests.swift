@@ -3,6 +3,7 @@ import Catena
 import Foundation
 import HTTPTypes
 import Testing
+@testable import CatenaTestSupport
 
 /// HAR files as users commit them: private to their owner, appended without losing a
 /// browser's fields or another process's entries, refused when too large to read.
@@ -133,5 +134,20 @@ struct HARFileTests {
             let replay = HARReplayTransport(HAR(entries: [entry]))
             #expect(try await replay.load(try APIRequest(.get, urlString: "https://a.test/bin")).body == Data([0, 1, 2]), "\(spelling)")
         }
+    }
+
+    @Test("a binary body is left out of the HAR with a note unless the recorder was told to keep it", arguments: TransportKind.allCases)
+    func binaryLeftOut(kind: TransportKind) async throws {
+        let environment = try await TestServer.environment()
+        let strict = HARRecorder(), keeping = HARRecorder(recordsUnreadableBodies: true)
+        // Past 127 the pattern is not UTF-8.
+        let request = try APIRequest(.get, path: ["api", "bytes", "300"])
+        let body = try await (EnvironmentMiddleware(environment) --> strict --> kind.make()).load(request).body
+        _ = try await (EnvironmentMiddleware(environment) --> keeping --> kind.make()).load(request)
+        let left = try #require(strict.har.log.entries.first).response.content
+        #expect(left.text == nil && left.comment?.hasPrefix("not recorded: 300 bytes that are not UTF-8 text") == true, "\(left)")
+        let kept = try #require(keeping.har.log.entries.first).response.content
+        #expect(kept.encoding == "base64" && kept.text.flatMap { Data(base64Encoded: $0) }?.count == 300, "\(kept)")
+        #expect(body.count == 300)
     }
 }

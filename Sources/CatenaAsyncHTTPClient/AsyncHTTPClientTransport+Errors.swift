@@ -69,6 +69,22 @@ extension AsyncHTTPClientTransport {
                 return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "\(CatenaError.tlsHandshakeFailure) (\(text.prefix(300)))")
             }
         }
+        if let error = error as? BoringSSLError {
+            // An alert the server sent during the handshake: mostly its verdict on the
+            // client's certificate (mutual TLS).
+            let text = String(describing: error)
+            let reason =
+                if text.contains("ALERT_CERTIFICATE_REQUIRED") {
+                    "the server requires a client certificate (mutual TLS): give the transport a ClientIdentity"
+                } else if text.contains("ALERT_UNKNOWN_CA") || text.contains("ALERT_BAD_CERTIFICATE")
+                    || text.contains("ALERT_CERTIFICATE_UNKNOWN") || text.contains("ALERT_UNSUPPORTED_CERTIFICATE")
+                {
+                    "the server refused the client certificate"
+                } else {
+                    String(text.prefix(300))
+                }
+            return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "\(CatenaError.tlsHandshakeFailure) (\(reason))")
+        }
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
             return CatenaError(
                 .untrustedServer, request: request, underlyingError: error,

@@ -130,9 +130,13 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     ///   AsyncHTTPClient 1.37 builds its TLS handler itself, with no hook where the
     ///   server's key could be checked, so a pinned transport is refused rather than one
     ///   that connects unpinned. Pin the root instead.
+    ///
+    /// With `identity`, the client presents that certificate when a server asks for one
+    /// (mutual TLS), over HTTP/1.1 and HTTP/2; a certificate or key that does not read,
+    /// or a key that does not match the certificate, is refused here.
     public convenience init(
         configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
-        timeout: Duration = .seconds(60)
+        identity: ClientIdentity? = nil, timeout: Duration = .seconds(60)
     ) throws(ServerTrustError) {
         guard trust.publicKeyPins.isEmpty else {
             throw ServerTrustError(
@@ -168,8 +172,37 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         } else if !roots.isEmpty {
             tls.additionalTrustRoots.append(.certificates(roots))
         }
+        if let identity { try Self.present(identity, in: &tls) }
         configuration.tlsConfiguration = tls
         self.init(configuration: configuration, timeout: timeout)
+    }
+
+    /// Puts `identity`'s certificate chain and key into `tls`, checked: NIOSSL builds a
+    /// context from them here, which fails for a key that does not match the certificate.
+    private static func present(_ identity: ClientIdentity, in tls: inout TLSConfiguration) throws(ServerTrustError) {
+        do {
+            switch identity.contents {
+            case .pem(let chain, let key):
+                tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(chain.utf8)).map { .certificate($0) }
+                tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem))
+            case .der(let chain, let key):
+                tls.certificateChain = try chain.map { .certificate(try NIOSSLCertificate(bytes: Array($0), format: .der)) }
+                tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(key), format: .der))
+            case .pkcs12(let bundle, let password):
+                let opened = try NIOSSLPKCS12Bundle(buffer: Array(bundle), passphrase: Array(password.utf8))
+                tls.certificateChain = opened.certificateChain.map { .certificate($0) }
+                tls.privateKey = .privateKey(opened.privateKey)
+            }
+        } catch {
+            // NIOSSL's errors name the OpenSSL reason, never the key or the password.
+            throw ServerTrustError("the client identity (\(identity)) does not read: \(error)")
+        }
+        guard !tls.certificateChain.isEmpty else { throw ServerTrustError("the client identity (\(identity)) holds no certificate") }
+        do {
+            _ = try NIOSSLContext(configuration: tls)
+        } catch {
+            throw ServerTrustError("the client identity (\(identity)) cannot be used: its key may not match its certificate (\(error))")
+        }
     }
 
     private init(client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, timeout: Duration) {

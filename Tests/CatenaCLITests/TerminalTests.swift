@@ -1,4 +1,5 @@
 import Catena
+import CatenaDemoServer
 import CatenaTesting
 import Foundation
 import Testing
@@ -172,5 +173,30 @@ struct TerminalTests {
         #expect(try HAR(contentsOf: shared).log.entries.count == 2)
         let mode = try #require(FileManager.default.attributesOfItem(atPath: shared.path)[.posixPermissions] as? Int)
         #expect(mode == 0o600)
+    }
+
+    @Test("--cert and --key present a client certificate to a server that requires one; without them the handshake fails (35)")
+    func clientCertificate() async throws {
+        let directory = try scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let authority = try TLSServers.authority.get()
+        let server = try await DemoServer.start(tls: DemoTLS(certificate: try authority.issue(), clientAuthorityDER: authority.certificateDER))
+        defer { Task { await server.stop() } }
+        let client = try authority.issueClient()
+        let (ca, cert, key) = (directory.appendingPathComponent("ca.pem"), directory.appendingPathComponent("c.pem"), directory.appendingPathComponent("k.pem"))
+        try authority.certificatePEM.write(to: ca, atomically: true, encoding: .utf8)
+        try client.certificatePEM.write(to: cert, atomically: true, encoding: .utf8)
+        try client.privateKeyPEM.write(to: key, atomically: true, encoding: .utf8)
+        let url = server.baseURL.absoluteString + "/api/users/2"
+        let presented = try await CatenaCommandLine.run(["get", url, "--ca-file", ca.path, "--cert", cert.path, "--key", key.path])
+        #expect(presented.status == 0 && presented.text.contains("Janet"), "\(presented.errors)")
+        let missing = try await CatenaCommandLine.run(["get", url, "--ca-file", ca.path])
+        // TLS 1.3 ends the client's handshake before the server judges its certificate:
+        // over HTTP/2 the refusal arrives as a closed connection (7), over HTTP/1.1 as the alert (35).
+        #expect([7, 35].contains(missing.status), "status \(missing.status): \(missing.errors)")
+        let http1 = try await CatenaCommandLine.run(["get", url, "--ca-file", ca.path, "--http1"])
+        #expect(http1.status == 35 && http1.errors.contains("requires a client certificate"), "status \(http1.status): \(http1.errors)")
+        let urlSession = try await CatenaCommandLine.run(["get", url, "--cert", cert.path, "--key", key.path, "--transport", "urlsession"])
+        #expect(urlSession.status == 2 && urlSession.errors.contains("AsyncHTTPClientTransport"), "\(urlSession.errors)")
     }
 }

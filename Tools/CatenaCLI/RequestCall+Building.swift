@@ -169,11 +169,12 @@ extension RequestCall {
             trust.excludesSystemRoots = true
         }
         let limit = Duration.milliseconds(Int64((timeout * 1000).rounded()))
+        let identity = try clientIdentity()
         switch transport {
         case .urlsession:
-            guard !trust.isSystemDefault else { return (URLSessionTransport(timeout: limit), {}) }
+            guard !trust.isSystemDefault || identity != nil else { return (URLSessionTransport(timeout: limit), {}) }
             do {
-                return (try URLSessionTransport(trust: trust, timeout: limit), {})
+                return (try URLSessionTransport(trust: trust, identity: identity, timeout: limit), {})
             } catch {
                 throw CommandFailure("URLSession cannot use that trust: \(error)")
             }
@@ -181,16 +182,45 @@ extension RequestCall {
             var configuration = AsyncHTTPClientTransport.defaultConfiguration
             if http1 { configuration.httpVersion = .http1Only }
             let transport: AsyncHTTPClientTransport
-            if trust.isSystemDefault {
+            if trust.isSystemDefault, identity == nil {
                 transport = AsyncHTTPClientTransport(configuration: configuration, timeout: limit)
             } else {
                 do {
-                    transport = try AsyncHTTPClientTransport(configuration: configuration, trust: trust, timeout: limit)
+                    transport = try AsyncHTTPClientTransport(configuration: configuration, trust: trust, identity: identity, timeout: limit)
                 } catch {
                     throw CommandFailure("AsyncHTTPClient cannot use that trust: \(error)")
                 }
             }
             return (transport, { try await transport.shutdown() })
+        }
+    }
+
+    /// `--cert`, `--key`, `--cert-type` and `--pass` as curl reads them: a PEM file may
+    /// hold the key after the certificate; a P12 bundle's password comes from `--pass`.
+    func clientIdentity() throws -> ClientIdentity? {
+        guard let cert else {
+            guard key == nil else { throw CommandFailure("--key needs --cert") }
+            return nil
+        }
+        func read(_ path: String, _ option: String) throws -> Data {
+            guard let data = FileManager.default.contents(atPath: path) else { throw CommandFailure("\(option) \(path): the file cannot be read") }
+            return data
+        }
+        let certificate = try read(cert, "--cert")
+        switch certType.uppercased() {
+        case "PEM":
+            let text = String(decoding: certificate, as: UTF8.self)
+            let keyText = try key.map { String(decoding: try read($0, "--key"), as: UTF8.self) } ?? text
+            return ClientIdentity(certificateChainPEM: text, privateKeyPEM: keyText)
+        case "DER":
+            guard let key else { throw CommandFailure("--cert-type DER needs --key (a DER private key)") }
+            return ClientIdentity(certificateChainDER: [certificate], privateKeyDER: try read(key, "--key"))
+        case "P12":
+            let password =
+                try Self.credential(pass, option: "--pass", variable: "CATENA_CERT_PASSWORD", environment: ProcessInfo.processInfo.environment) ?? ""
+            return ClientIdentity(pkcs12: certificate, password: password)
+        default:
+            throw CommandFailure("--cert-type must be PEM, DER or P12")
         }
     }
 }

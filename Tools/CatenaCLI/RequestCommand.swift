@@ -116,6 +116,18 @@ struct RequestCall: ParsableArguments {
     @Option(help: "Pin: trust only the root certificates in this PEM file (AsyncHTTPClient; pin the root of the server's chain).")
     var pin: String?
 
+    @Option(help: "A client certificate for mutual TLS (AsyncHTTPClient): PEM (with the key, or --key), DER or P12, as --cert-type says.")
+    var cert: String?
+
+    @Option(help: "The private key of --cert, a PEM or DER file.")
+    var key: String?
+
+    @Option(help: "PEM (the default), DER or P12.")
+    var certType = "PEM"
+
+    @Option(help: "The password of a P12 --cert: @FILE, - (standard input), or CATENA_CERT_PASSWORD when not given.")
+    var pass: String?
+
     @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
     var transport: ConnectionOptions.TransportKind = .ahc
 

@@ -56,10 +56,20 @@ public struct URLSessionTransport: HTTPLoader {
     ///   Android only, raises no server-trust challenge and has no pinning hook), and
     ///   the server-trust challenge that would do it on Apple platforms is not yet
     ///   written. Refused at setup, never a connection checked less than asked.
+    ///
+    /// A client identity (mutual TLS) is refused too, for now on every platform: corelibs
+    /// Foundation has no way to hand libcurl a client certificate, and the Apple
+    /// platforms' client-certificate challenge is not yet answered. Use
+    /// `AsyncHTTPClientTransport(trust:identity:)` for a server that asks for one.
     public init(
         configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration, trust: ServerTrust,
-        timeout: Duration = .seconds(60)
+        identity: ClientIdentity? = nil, timeout: Duration = .seconds(60)
     ) throws(ServerTrustError) {
+        guard identity == nil else {
+            throw ServerTrustError(
+                "URLSessionTransport cannot present a client certificate (corelibs Foundation has no way to give libcurl one): "
+                    + "use AsyncHTTPClientTransport(trust:identity:) for mutual TLS")
+        }
         guard trust.isSystemDefault else {
             #if canImport(FoundationNetworking)
             throw ServerTrustError(

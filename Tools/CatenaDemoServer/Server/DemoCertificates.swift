@@ -99,6 +99,28 @@ public struct DemoCertificateAuthority: Sendable {
             publicKeySHA256: spki.base64EncodedString(), intermediatesDER: intermediatesDER)
     }
 
+    /// A client certificate (mutual TLS) for `name`, signed by this authority: what a
+    /// server started with ``DemoTLS/clientAuthorityDER`` set to this authority accepts.
+    public func issueClient(named name: String = "catena-client") throws -> DemoServerCertificate {
+        let leafKey = P256.Signing.PrivateKey()
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
+            notValidBefore: now - 3_600, notValidAfter: now + 30 * 86_400,
+            issuer: self.name, subject: try DistinguishedName { CommonName(name) }, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.clientAuth])
+            },
+            issuerPrivateKey: .init(key))
+        let (pem, der) = try Self.encode(certificate)
+        let spki = Data(SHA256.hash(data: leafKey.publicKey.derRepresentation))
+        return DemoServerCertificate(
+            certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
+            publicKeySHA256: spki.base64EncodedString(), intermediatesDER: intermediatesDER)
+    }
+
     private static func encode(_ certificate: Certificate) throws -> (String, Data) {
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)

@@ -77,6 +77,12 @@ public enum DemoServer {
                     .certificate(try NIOSSLCertificate(bytes: Array($0), format: .der))
                 },
                 privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(tls.certificate.privateKeyPEM.utf8), format: .pem)))
+            if let authority = tls.clientAuthorityDER {
+                // Mutual TLS: a client without a certificate of this authority fails the
+                // handshake, before any request is read.
+                configuration.certificateVerification = .noHostnameVerification
+                configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(authority), format: .der)])
+            }
             if tls.http2 {
                 // ALPN offers h2 and http/1.1: each client gets what it asks for.
                 server = try .http2Upgrade(tlsConfiguration: configuration)
@@ -103,10 +109,14 @@ public struct DemoTLS: Sendable {
     public var certificate: DemoServerCertificate
     /// Whether ALPN offers HTTP/2 besides HTTP/1.1.
     public var http2: Bool
+    /// When set, the server requires a client certificate issued by this authority
+    /// (DER; see ``DemoCertificateAuthority/issueClient(named:)``).
+    public var clientAuthorityDER: Data?
 
-    public init(certificate: DemoServerCertificate, http2: Bool = true) {
+    public init(certificate: DemoServerCertificate, http2: Bool = true, clientAuthorityDER: Data? = nil) {
         self.certificate = certificate
         self.http2 = http2
+        self.clientAuthorityDER = clientAuthorityDER
     }
 }
 

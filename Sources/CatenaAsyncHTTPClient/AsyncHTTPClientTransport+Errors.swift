@@ -56,6 +56,9 @@ extension AsyncHTTPClientTransport {
             // BoringSSL names the check that failed ("CERTIFICATE_VERIFY_FAILED", an
             // unable-to-get-issuer or expired reason); the host name check is NIOSSL's own.
             let text = String(describing: error)
+            if let reason = Self.handshakeAlert(text) {
+                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "\(CatenaError.tlsHandshakeFailure) (\(reason))")
+            }
             switch error {
             case .unableToValidateCertificate:
                 return CatenaError(
@@ -69,20 +72,7 @@ extension AsyncHTTPClientTransport {
                 return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "\(CatenaError.tlsHandshakeFailure) (\(text.prefix(300)))")
             }
         }
-        if let error = error as? BoringSSLError {
-            // An alert the server sent during the handshake: mostly its verdict on the
-            // client's certificate (mutual TLS).
-            let text = String(describing: error)
-            let reason =
-                if text.contains("ALERT_CERTIFICATE_REQUIRED") {
-                    "the server requires a client certificate (mutual TLS): give the transport a ClientIdentity"
-                } else if text.contains("ALERT_UNKNOWN_CA") || text.contains("ALERT_BAD_CERTIFICATE")
-                    || text.contains("ALERT_CERTIFICATE_UNKNOWN") || text.contains("ALERT_UNSUPPORTED_CERTIFICATE")
-                {
-                    "the server refused the client certificate"
-                } else {
-                    String(text.prefix(300))
-                }
+        if let error = error as? BoringSSLError, let reason = Self.handshakeAlert(String(describing: error)) {
             return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "\(CatenaError.tlsHandshakeFailure) (\(reason))")
         }
         if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
@@ -172,5 +162,16 @@ extension AsyncHTTPClientTransport {
         }
         return CatenaError(code, request: request, underlyingError: clientError, detail: detail)
     }
+
+    /// The server's verdict on the client's certificate (mutual TLS) in a handshake
+    /// alert, as BoringSSL names it; nil for any other error.
+    static func handshakeAlert(_ text: String) -> String? {
+        if text.contains("ALERT_CERTIFICATE_REQUIRED") {
+            return "the server requires a client certificate (mutual TLS): give the transport a ClientIdentity"
+        }
+        let refusals = ["ALERT_UNKNOWN_CA", "ALERT_BAD_CERTIFICATE", "ALERT_CERTIFICATE_UNKNOWN", "ALERT_UNSUPPORTED_CERTIFICATE"]
+        return refusals.contains(where: text.contains) ? "the server refused the client certificate" : nil
+    }
 }
+
 #endif  // AsyncHTTPClient

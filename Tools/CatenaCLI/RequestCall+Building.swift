@@ -176,7 +176,7 @@ extension RequestCall {
             do {
                 return (try URLSessionTransport(trust: trust, identity: identity, timeout: limit), {})
             } catch {
-                throw CommandFailure("URLSession cannot use that trust: \(error)")
+                throw CommandFailure("URLSession cannot use that trust or client certificate: \(error)")
             }
         case .ahc:
             var configuration = AsyncHTTPClientTransport.defaultConfiguration
@@ -188,7 +188,7 @@ extension RequestCall {
                 do {
                     transport = try AsyncHTTPClientTransport(configuration: configuration, trust: trust, identity: identity, timeout: limit)
                 } catch {
-                    throw CommandFailure("AsyncHTTPClient cannot use that trust: \(error)")
+                    throw CommandFailure("AsyncHTTPClient cannot use that trust or client certificate: \(error)")
                 }
             }
             return (transport, { try await transport.shutdown() })
@@ -211,6 +211,9 @@ extension RequestCall {
         case "PEM":
             let text = String(decoding: certificate, as: UTF8.self)
             let keyText = try key.map { String(decoding: try read($0, "--key"), as: UTF8.self) } ?? text
+            guard keyText.contains("PRIVATE KEY-----") else {
+                throw CommandFailure(key == nil ? "--cert \(cert) holds no private key: give --key" : "--key holds no PEM private key")
+            }
             return ClientIdentity(certificateChainPEM: text, privateKeyPEM: keyText)
         case "DER":
             guard let key else { throw CommandFailure("--cert-type DER needs --key (a DER private key)") }

@@ -125,7 +125,7 @@ struct RequestCall: ParsableArguments {
     @Option(help: "PEM (the default), DER or P12.")
     var certType = "PEM"
 
-    @Option(help: "The password of a P12 --cert: @FILE, - (standard input), or CATENA_CERT_PASSWORD when not given.")
+    @Option(help: "The password of a P12 --cert: prefer @FILE, - (standard input) or CATENA_CERT_PASSWORD, which keep it out of ps.")
     var pass: String?
 
     @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")

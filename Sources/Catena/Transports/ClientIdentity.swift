@@ -16,15 +16,30 @@ public import Foundation
 /// HTTP/2; `URLSessionTransport` refuses it for now (corelibs Foundation on Linux has no
 /// way to hand libcurl a client certificate). Its description never shows the key or the
 /// password.
-public struct ClientIdentity: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
-    /// How the certificate and key are given.
-    public enum Contents: Sendable, Equatable {
+public struct ClientIdentity: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// How the certificate and key are given. Its description, like the identity's,
+    /// names the format only.
+    public enum Contents: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
         /// PEM text: the certificate chain, leaf first, and the unencrypted private key.
         case pem(certificateChain: String, privateKey: String)
         /// DER: the certificate chain, leaf first, and the private key.
         case der(certificateChain: [Data], privateKey: Data)
         /// A PKCS #12 bundle (`.p12`, `.pfx`) and the password that opens it.
         case pkcs12(Data, password: String)
+
+        /// The format alone, never the key or the password.
+        public var description: String {
+            switch self {
+            case .pem: "PEM"
+            case .der(let chain, _): "DER, \(chain.count) certificates"
+            case .pkcs12(let bundle, _): "PKCS #12, \(bundle.count) bytes"
+            }
+        }
+
+        public var debugDescription: String { description }
+
+        /// No children: `dump` and mirrors show the description, not the key.
+        public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .enum) }
     }
 
     /// The certificate and key as given.
@@ -46,13 +61,10 @@ public struct ClientIdentity: Sendable, Equatable, CustomStringConvertible, Cust
     }
 
     /// The format alone: "ClientIdentity(PEM)", never the key or the password.
-    public var description: String {
-        switch contents {
-        case .pem: "ClientIdentity(PEM)"
-        case .der(let chain, _): "ClientIdentity(DER, \(chain.count) certificates)"
-        case .pkcs12(let bundle, _): "ClientIdentity(PKCS #12, \(bundle.count) bytes)"
-        }
-    }
+    public var description: String { "ClientIdentity(\(contents))" }
 
     public var debugDescription: String { description }
+
+    /// No children: `dump` and mirrors show the description, not the key.
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
 }

@@ -29,10 +29,11 @@ struct RetryingIdempotencyTests {
     func sameKeyAcrossAttempts(kind: TransportKind) async throws {
         let item = UUID().uuidString
         // A client of its own: the second attempt must not queue behind the shared test
-        // client's connections to the same server, which other suites keep busy.
+        // client's connections to the same server, which other suites keep busy, nor
+        // (corelibs URLSession) behind the connection of the attempt it cancelled.
         let own = kind == .asyncHTTPClient ? AsyncHTTPClientTransport(configuration: AsyncHTTPClientTransport.defaultConfiguration) : nil
         defer { Task { try? await own?.shutdown() } }
-        let transport: any HTTPLoader = own ?? kind.make()
+        let transport: any HTTPLoader = own ?? URLSessionTransport(configuration: URLSessionTransport.defaultConfiguration)
         let failures = Locked<[String]>([])
         // The order is made, then its answer held past the attempt's timeout; the second
         // attempt comes after the hold and gets the stored answer.

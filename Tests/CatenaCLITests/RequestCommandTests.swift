@@ -29,6 +29,20 @@ enum CatenaCommandLine {
 
     struct CommandLineError: Error, CustomStringConvertible { let description: String }
 
+    /// Runs `process` and waits for its exit status; one that runs past 60 s is terminated.
+    static func runToEnd(_ process: Process) async throws -> Int32 {
+        let ended = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { ended.continuation.yield($0.terminationStatus) }
+        try process.run()
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            process.terminate()
+        }
+        defer { watchdog.cancel() }
+        for await code in ended.stream { return code }
+        return -1
+    }
+
     /// Runs `catena arguments…`, standard input from `input` (or nothing), and waits
     /// at most 60 s for it to end.
     static func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) async throws -> Outcome {
@@ -46,19 +60,7 @@ enum CatenaCommandLine {
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = try FileHandle(forReadingFrom: inFile)
-        let ended = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { ended.continuation.yield($0.terminationStatus) }
-        try process.run()
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(60))
-            process.terminate()
-        }
-        var status: Int32 = -1
-        for await code in ended.stream {
-            status = code
-            break
-        }
-        watchdog.cancel()
+        let status = try await runToEnd(process)
         return Outcome(status: status, output: try Data(contentsOf: out), errors: String(decoding: try Data(contentsOf: err), as: UTF8.self))
     }
 }

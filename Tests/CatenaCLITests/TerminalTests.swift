@@ -28,19 +28,7 @@ enum PseudoTerminal {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script, screen.path, try CatenaCommandLine.executable().path] + arguments
         process.standardInput = FileHandle.nullDevice
-        let ended = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { ended.continuation.yield($0.terminationStatus) }
-        try process.run()
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(60))
-            process.terminate()
-        }
-        var status: Int32 = -1
-        for await code in ended.stream {
-            status = code
-            break
-        }
-        watchdog.cancel()
+        let status = try await CatenaCommandLine.runToEnd(process)
         return Screen(status: status, bytes: try Data(contentsOf: screen))
     }
 

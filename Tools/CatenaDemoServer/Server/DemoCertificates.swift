@@ -92,11 +92,7 @@ public struct DemoCertificateAuthority: Sendable {
                 SubjectAlternativeNames(names)
             },
             issuerPrivateKey: .init(key))
-        let (pem, der) = try Self.encode(certificate)
-        let spki = Data(SHA256.hash(data: leafKey.publicKey.derRepresentation))
-        return DemoServerCertificate(
-            certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
-            publicKeySHA256: spki.base64EncodedString(), intermediatesDER: intermediatesDER)
+        return try issued(certificate, key: leafKey)
     }
 
     /// A client certificate (mutual TLS) for `name`, signed by this authority: what a
@@ -114,10 +110,15 @@ public struct DemoCertificateAuthority: Sendable {
                 try ExtendedKeyUsage([.clientAuth])
             },
             issuerPrivateKey: .init(key))
+        return try issued(certificate, key: leafKey)
+    }
+
+    /// `certificate` and its `key` as this authority hands them out.
+    private func issued(_ certificate: Certificate, key: P256.Signing.PrivateKey) throws -> DemoServerCertificate {
         let (pem, der) = try Self.encode(certificate)
-        let spki = Data(SHA256.hash(data: leafKey.publicKey.derRepresentation))
+        let spki = Data(SHA256.hash(data: key.publicKey.derRepresentation))
         return DemoServerCertificate(
-            certificatePEM: pem, certificateDER: der, privateKeyPEM: leafKey.pemRepresentation,
+            certificatePEM: pem, certificateDER: der, privateKeyPEM: key.pemRepresentation,
             publicKeySHA256: spki.base64EncodedString(), intermediatesDER: intermediatesDER)
     }
 

@@ -21,7 +21,7 @@ let productsOfTrait: [String: [(product: String, package: String)]] = [
     "AsyncHTTPClient": [
         ("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"),
         ("NIOHTTP1", "swift-nio"), ("NIOFoundationCompat", "swift-nio"), ("NIOHTTPCompression", "swift-nio-extras"),
-        ("NIOSSL", "swift-nio-ssl"), ("NIOHTTP2", "swift-nio-http2"),
+        ("NIOSOCKS", "swift-nio-extras"), ("NIOSSL", "swift-nio-ssl"), ("NIOHTTP2", "swift-nio-http2"),
         // Already in AsyncHTTPClient's tree: to know whether the client traces.
         ("Tracing", "swift-distributed-tracing"),
     ],

@@ -44,7 +44,7 @@ extension AsyncHTTPClientTransport {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
-                url: try request.urlString(), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
+                url: try Self.targetURL(of: request), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
                 body: try request.inMemoryBodyData().map { .bytes($0) })
         } catch let error as CatenaError {
             throw error
@@ -126,7 +126,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
                 transport.callEnded()
                 return continuation.resume()
             }
-            let task = transport.client.execute(
+            let task = transport.client(for: request).execute(
                 request: outgoing, delegate: self, eventLoop: transport.eventLoopPreference(startedOn: loop), deadline: deadline)
             assert(task.eventLoop === loop, "the delegate's state lives on its loop")
             self.task = task

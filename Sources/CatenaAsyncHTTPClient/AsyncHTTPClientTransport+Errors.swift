@@ -8,6 +8,7 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOHTTPCompression
 import NIOPosix
+import NIOSOCKS
 import NIOSSL
 
 /// AsyncHTTPClient's and SwiftNIO's errors as Catena's codes.
@@ -52,6 +53,22 @@ extension AsyncHTTPClientTransport {
                 .invalidResponse, request: request, underlyingError: error,
                 detail: "the body's compression (Content-Encoding) is corrupt")
         }
+        if let error = error as? PublicKeyPinMismatch {
+            return CatenaError(.untrustedServer, request: request, underlyingError: error, detail: error.description)
+        }
+        if let error = error as? SOCKSError.ConnectionFailed {
+            return CatenaError(
+                .cannotConnect, request: request, underlyingError: error,
+                detail: "the SOCKS5 proxy could not connect to the server (reply \(error.reply))")
+        }
+        if error is SOCKSError.NoValidAuthenticationMethod {
+            return CatenaError(
+                .cannotConnect, request: request, underlyingError: error,
+                detail: "the SOCKS5 proxy asks for a user and password, which AsyncHTTPClient cannot give")
+        }
+        if String(reflecting: type(of: error)).hasPrefix("NIOSOCKS.SOCKSError.") {
+            return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the SOCKS5 proxy broke the protocol (\(error))")
+        }
         if let error = error as? NIOSSLError {
             // BoringSSL names the check that failed ("CERTIFICATE_VERIFY_FAILED", an
             // unable-to-get-issuer or expired reason); the host name check is NIOSSL's own.
@@ -91,6 +108,8 @@ extension AsyncHTTPClientTransport {
             switch error.errnoCode {
             case ECONNREFUSED:
                 return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "connection refused")
+            case ENOENT where request[option: UnixSocket.self] != nil:
+                return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "no Unix socket at that path")
             case ECONNRESET, EPIPE:
                 return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the connection was reset")
             default:
@@ -146,6 +165,17 @@ extension AsyncHTTPClientTransport {
         case .connectTimeout:
             code = .cannotConnect
             detail = "connect timed out"
+        case .proxyAuthenticationRequired:
+            code = .cannotConnect
+            detail = "the proxy refused its credentials (407 Proxy Authentication Required)"
+        case .invalidProxyResponse:
+            code = .cannotConnect
+            detail =
+                "the proxy refused to open a tunnel to the server (its answer to CONNECT was not 200): "
+                + "wrong proxy credentials, or a host or port it does not allow"
+        case .httpProxyHandshakeTimeout, .socksHandshakeTimeout:
+            code = .cannotConnect
+            detail = "the proxy did not answer in time"
         case .remoteConnectionClosed:
             code = .connectionLost
             detail = "the connection closed before the response was complete"

@@ -1,6 +1,7 @@
 #if AsyncHTTPClient
 import AsyncHTTPClient
 import Catena
+import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -29,7 +30,30 @@ extension AsyncHTTPClientTransport {
         if request.headerFields[.acceptEncoding] == nil {
             headers.add(name: "Accept-Encoding", value: decodesCompression ? ContentCoding.acceptEncoding : "identity")
         }
+        // Over a Unix socket AsyncHTTPClient has no host to name; HTTP/1.1 needs one.
+        if request[option: UnixSocket.self] != nil, let host = request.host {
+            let name = host.contains(":") ? "[\(host)]" : host
+            headers.add(name: "Host", value: request.port.map { "\(name):\($0)" } ?? name)
+        }
         return headers
+    }
+
+    /// The URL AsyncHTTPClient is given: the request's, or for a request over a Unix
+    /// socket (`UnixSocket`) the same path and query with the socket as the host,
+    /// percent-encoded, in AsyncHTTPClient's `http+unix` scheme.
+    static func targetURL(of request: APIRequest) throws(CatenaError) -> String {
+        let url = try request.urlString()
+        guard let socket = request[option: UnixSocket.self] else { return url }
+        // sun_path holds 108 bytes with its terminating zero on Linux, 104 on Apple platforms.
+        guard !socket.isEmpty, socket.utf8.count < 104, !socket.utf8.contains(0) else {
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "the Unix socket path must be 1 to 103 bytes without a NUL; it has \(socket.utf8.count)")
+        }
+        let authority = url.range(of: "://").map { url[$0.upperBound...] } ?? url[...]
+        let rest = authority.firstIndex(where: { $0 == "/" || $0 == "?" }).map { authority[$0...] } ?? "/"
+        let encoded = socket.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? socket
+        return "\(request.scheme ?? "http")+unix://\(encoded)\(rest)"
     }
 
     /// A status that is no HTTP status, or two Content-Lengths that disagree, is no

@@ -48,7 +48,7 @@ extension AsyncHTTPClientTransport {
         do {
             do {
                 // AsyncHTTPClient's deadline ends with the head: exactly the head timeout.
-                response = try await client.execute(outgoing, deadline: NIODeadline.now() + TimeAmount(timeout))
+                response = try await client(for: request).execute(outgoing, deadline: NIODeadline.now() + TimeAmount(timeout))
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }
@@ -178,7 +178,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
             guard let outgoing = state.withLock({ state in state.outcome == nil ? state.outgoing.take() : nil }) else { return }
             // No deadline for AsyncHTTPClient: its deadline would cover the body too, and a
             // stream may run as long as its reader reads.
-            let task = transport.client.execute(request: outgoing, delegate: self, eventLoop: transport.eventLoopPreference(startedOn: loop))
+            let task = transport.client(for: request).execute(request: outgoing, delegate: self, eventLoop: transport.eventLoopPreference(startedOn: loop))
             // A request AsyncHTTPClient refuses before sending fails only its future, with
             // no call to the delegate: the future is the one report that always comes.
             task.futureResult.whenFailure { [self] in failed($0) }

@@ -47,6 +47,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// The timeout for requests that set none (see `RequestTimeout`).
     public let timeout: Duration
     private let ownsClient: Bool
+    /// The clients for proxies and pinned hosts; nil when there are none.
+    private let routes: ClientRoutes?
     private let isShutDown = Atomic<Bool>(false)
     /// Whether the client decodes gzip and deflate, so requests may ask for them.
     let decodesCompression: Bool
@@ -105,45 +107,57 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// when done; a transport dropped without it shuts its client down in the
     /// background.
     public convenience init(configuration: HTTPClient.Configuration, timeout: Duration = .seconds(60)) {
+        self.init(configuration: configuration, routes: nil, timeout: timeout)
+    }
+
+    private convenience init(configuration: HTTPClient.Configuration, routes: ClientRoutes?, timeout: Duration) {
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         let decodes = if case .enabled = configuration.decompression { true } else { false }
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
-        self.init(client: client, owns: true, decodes: decodes, traces: traces, timeout: timeout)
+        self.init(client: client, owns: true, decodes: decodes, traces: traces, routes: routes, timeout: timeout)
     }
 
-    /// A transport that owns a new client which trusts HTTPS servers as `trust` says:
-    /// your roots besides or instead of the system's. Call ``shutdown()`` when done.
+    /// A transport that owns a new client which trusts HTTPS servers as `trust` says,
+    /// presents `identity` when a server asks for one, and goes through `proxy`'s
+    /// proxies. Call ``shutdown()`` when done.
     ///
     /// Pinning by trust anchor: your root alone, with `excludesSystemRoots`, and only
     /// chains that reach it are accepted (an intermediate the server sends is fine).
+    ///
+    /// Pinning by public key: `trust.publicKeyPins` names, per host, the SHA-256 of the
+    /// keys (base64, optionally `sha256//`-prefixed as curl writes them) one of which
+    /// the server's leaf certificate must carry, besides passing the usual validation.
+    /// The key is checked once per new connection, after the handshake and before any
+    /// byte of a request is written; a mismatch fails the request with
+    /// `CatenaError/Code/untrustedServer`. Name a backup key too, so a key rotation does
+    /// not lock clients out. AsyncHTTPClient shows only the leaf, so a pin of one of
+    /// your roots' keys is refused: make that root the only anchor instead.
     ///
     /// Trust is never weaker than `trust` says: a `configuration` whose
     /// `certificateVerification` is less than full is refused, and with
     /// `excludesSystemRoots` the configuration's own roots (`trustRoots`,
     /// `additionalTrustRoots`) are dropped, so `trust`'s roots are the only ones.
     ///
-    /// - Throws: `ServerTrustError` for a configuration that verifies less than fully;
-    ///   for a root that is not a certificate; for one that
-    ///   is not a root (an intermediate or a leaf): NIOSSL has no partial-chain
-    ///   setting, so such an anchor would fail every handshake, and a transport
-    ///   that could connect to nothing is refused at setup; and for public-key pins:
-    ///   AsyncHTTPClient 1.37 builds its TLS handler itself, with no hook where the
-    ///   server's key could be checked, so a pinned transport is refused rather than one
-    ///   that connects unpinned. Pin the root instead.
-    ///
     /// With `identity`, the client presents that certificate when a server asks for one
     /// (mutual TLS), over HTTP/1.1 and HTTP/2; a certificate or key that does not read,
     /// or a key that does not match the certificate, is refused here.
+    ///
+    /// With `proxy`, requests go through its proxy for their scheme unless its bypass
+    /// list names their host (see ``ProxySettings``); the proxy's credentials go to the
+    /// proxy alone. Without it (or with a `configuration.proxy` of your own), the
+    /// environment's proxy variables are not read: pass `try ProxySettings.environment()`
+    /// to follow them as curl does.
+    ///
+    /// - Throws: `ServerTrustError` for a configuration that verifies less than fully;
+    ///   for a root that is not a certificate; for one that is not a root (an
+    ///   intermediate or a leaf): NIOSSL has no partial-chain setting, so such an anchor
+    ///   would fail every handshake, and a transport that could connect to nothing is
+    ///   refused at setup; for a pin that is not a SHA-256 digest, or is a root's key;
+    ///   and for an identity that cannot be used.
     public convenience init(
         configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
-        identity: ClientIdentity? = nil, timeout: Duration = .seconds(60)
+        identity: ClientIdentity? = nil, proxy: ProxySettings? = nil, timeout: Duration = .seconds(60)
     ) throws(ServerTrustError) {
-        guard trust.publicKeyPins.isEmpty else {
-            throw ServerTrustError(
-                "AsyncHTTPClient offers no hook to check a server's public key against pins "
-                    + "(it builds NIOSSL's handler without a verification callback); pin the root certificate instead: "
-                    + "ServerTrust(additionalRoots: [root], excludesSystemRoots: true)")
-        }
         var configuration = configuration
         var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
         guard tls.certificateVerification == .fullVerification else {
@@ -174,7 +188,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         if let identity { try Self.present(identity, in: &tls) }
         configuration.tlsConfiguration = tls
-        self.init(configuration: configuration, timeout: timeout)
+        let pins = try ClientRoutes.digests(of: trust)
+        let routes = pins.isEmpty && proxy == nil ? nil : ClientRoutes(base: configuration, proxies: proxy, pins: pins)
+        self.init(configuration: configuration, routes: routes, timeout: timeout)
     }
 
     /// Puts `identity`'s certificate chain and key into `tls`, checked: NIOSSL builds a
@@ -205,8 +221,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
     }
 
-    private init(client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, timeout: Duration) {
+    private init(client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, timeout: Duration) {
         self.client = client
+        self.routes = routes
         self.ownsClient = owns
         self.decodesCompression = decodes
         self.gathersOnEventLoop = !traces
@@ -241,14 +258,27 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         // spelled out because the future-returning overload would not.
         let future: EventLoopFuture<Void> = client.shutdown()
         try await future.get()
+        for other in routes?.shutDown() ?? [] {
+            let future: EventLoopFuture<Void> = other.shutdown()
+            try await future.get()
+        }
+    }
+
+    /// The client `request` goes through: the main one, or its route's (a proxy, a
+    /// pinned host).
+    func client(for request: APIRequest) -> HTTPClient {
+        guard let routes, let route = routes.route(of: request) else { return client }
+        return routes.client(for: route) ?? client
     }
 
     deinit {
         guard ownsClient, !isShutDown.load(ordering: .acquiring) else { return }
         // The task keeps the client alive until its shutdown has finished, so
         // AsyncHTTPClient's "not shut down before deinit" check never fires.
-        let client = self.client
-        Task { try? await client.shutdown() }
+        let clients = [client] + (routes?.shutDown() ?? [])
+        Task {
+            for client in clients { try? await client.shutdown() }
+        }
     }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
@@ -312,7 +342,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     /// The request as AsyncHTTPClient takes it, its body opened afresh.
     func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
-        var outgoing = HTTPClientRequest(url: try request.urlString())
+        var outgoing = HTTPClientRequest(url: try Self.targetURL(of: request))
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers = try headers(for: request)
         if let stream = request.body.stream {
@@ -340,7 +370,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         do {
             let response: HTTPClientResponse
             do {
-                response = try await client.execute(outgoing, deadline: deadline)
+                response = try await client(for: request).execute(outgoing, deadline: deadline)
             } catch let error where Self.isConnectionFailure(error) {
                 throw PreHeadFailure(error: error)
             }

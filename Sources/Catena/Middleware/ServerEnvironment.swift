@@ -24,6 +24,9 @@ public struct ServerEnvironment: Sendable, RequestOption {
     }
     /// The names injected, as a redaction; nil when there are none.
     private var secrets: Redaction?
+    /// A Unix domain socket every request to this environment goes over instead of TCP
+    /// (see ``UnixSocket``); nil for TCP.
+    public var unixSocketPath: String?
 
     private static func secrets(_ headerFields: HTTPFields, _ queryItems: [URLQueryItem]) -> Redaction? {
         guard !headerFields.isEmpty || !queryItems.isEmpty else { return nil }
@@ -32,9 +35,11 @@ public struct ServerEnvironment: Sendable, RequestOption {
 
     /// An environment from its parts.
     public init(
-        scheme: String = "https", host: String, port: Int? = nil, pathPrefix: String = "", headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = []
+        scheme: String = "https", host: String, port: Int? = nil, pathPrefix: String = "", headerFields: HTTPFields = [:], queryItems: [URLQueryItem] = [],
+        unixSocketPath: String? = nil
     ) {
         self.scheme = scheme.lowercased()
+        self.unixSocketPath = unixSocketPath
         self.host = host
         self.port = port
         self.pathPrefix = pathPrefix
@@ -90,6 +95,7 @@ public struct ServerEnvironment: Sendable, RequestOption {
         } else if request.host?.lowercased() != host.lowercased() || request.scheme != scheme || request.port != port {
             return
         }
+        if let unixSocketPath, request[option: UnixSocket.self] == nil { request[option: UnixSocket.self] = unixSocketPath }
         var added: [HTTPField.Name] = []
         for field in headerFields where request.headerFields[field.name] == nil {
             request.headerFields.append(field)

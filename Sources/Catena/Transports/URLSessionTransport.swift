@@ -61,10 +61,24 @@ public struct URLSessionTransport: HTTPLoader {
     /// Foundation has no way to hand libcurl a client certificate, and the Apple
     /// platforms' client-certificate challenge is not yet answered. Use
     /// `AsyncHTTPClientTransport(trust:identity:)` for a server that asks for one.
+    ///
+    /// Proxy settings are refused too. On Linux, libcurl follows the proxy environment
+    /// variables by itself, as curl does (`http_proxy`, `https_proxy`/`HTTPS_PROXY`,
+    /// `all_proxy`/`ALL_PROXY`, `no_proxy`/`NO_PROXY`; not `HTTP_PROXY`), for every
+    /// URLSession in the process, and corelibs ignores `connectionProxyDictionary`: a
+    /// session can be neither given a proxy nor kept from the environment's. On Apple
+    /// platforms the system's proxy settings apply. Use
+    /// `AsyncHTTPClientTransport(trust:proxy:)` to choose, or
+    /// `ProxySettings.environment()` there to follow the variables on both.
     public init(
         configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration, trust: ServerTrust,
-        identity: ClientIdentity? = nil, timeout: Duration = .seconds(60)
+        identity: ClientIdentity? = nil, proxy: ProxySettings? = nil, timeout: Duration = .seconds(60)
     ) throws(ServerTrustError) {
+        guard proxy == nil else {
+            throw ServerTrustError(
+                "URLSessionTransport cannot be given proxy settings (on Linux libcurl follows the environment's proxy "
+                    + "variables by itself and corelibs ignores connectionProxyDictionary): use AsyncHTTPClientTransport(trust:proxy:)")
+        }
         guard identity == nil else {
             throw ServerTrustError(
                 "URLSessionTransport cannot present a client certificate (corelibs Foundation has no way to give libcurl one): "
@@ -120,6 +134,11 @@ public struct URLSessionTransport: HTTPLoader {
     private func send(
         _ request: APIRequest, timeout: Duration, streaming: Bool
     ) async throws(CatenaError) -> (head: APIResponse, outcome: URLSessionCall.Outcome) {
+        if request[option: UnixSocket.self] != nil {
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "URLSession cannot connect to a Unix socket (UnixSocket): use AsyncHTTPClientTransport")
+        }
         var urlRequest = URLRequest(url: try request.url())
         // GET is a new request's method already; corelibs' setter compares the text with
         // six methods, case-insensitively, through NSString.

@@ -25,8 +25,9 @@ enum DemoRoutes {
     /// The largest request body the server reads (echo routes included).
     static let maximumBodySize = 64 * 1024 * 1024
 
-    static func makeRouter(photos: PhotoSettings = PhotoSettings()) -> Router<Context> {
+    static func makeRouter(photos: PhotoSettings = PhotoSettings(), requests: RequestTally = RequestTally()) -> Router<Context> {
         let router = Router(context: Context.self)
+        router.add(middleware: CountingMiddleware(tally: requests))
         router.add(middleware: HeadMiddleware())
         router.add(middleware: DelayMiddleware())
         router.add(middleware: CompressionMiddleware())
@@ -145,6 +146,7 @@ enum DemoRoutes {
             }
             let report = EchoReport(
                 method: request.method.rawValue,
+                authority: request.head.authority ?? "",
                 path: request.uri.path,
                 query: request.uri.query ?? "",
                 headers: headers,
@@ -335,6 +337,8 @@ enum DemoRoutes {
 /// What `/api/echo` answers.
 struct EchoReport: Encodable {
     let method: String
+    /// The Host field (HTTP/1.1) or `:authority` (HTTP/2).
+    let authority: String
     let path: String
     let query: String
     let headers: [String: String]

@@ -21,14 +21,20 @@ public enum DemoServer {
     /// - Parameter tls: serve HTTPS (and HTTP/2 where the client offers it) with this
     ///   certificate; nil serves plain HTTP/1.1.
     /// - Throws: the bind error when the address cannot be used (a port in use).
+    /// - Parameter unixSocket: listen on a Unix domain socket at this path instead of
+    ///   `host` and `port` (a file there is replaced); its ``RunningDemoServer/baseURL``
+    ///   is then `http://localhost`.
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, photos: PhotoSettings = PhotoSettings(),
-        tls: DemoTLS? = nil, logLevel: Logger.Level = .warning
+        tls: DemoTLS? = nil, unixSocket: String? = nil, logLevel: Logger.Level = .warning
     ) async throws -> RunningDemoServer {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
         let (bound, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = try application(host: host, port: port, photos: photos, tls: tls, logger: logger) { boundPort in
+        let requests = RequestTally()
+        if let unixSocket { try? FileManager.default.removeItem(atPath: unixSocket) }
+        let address: BindAddress = unixSocket.map { .unixDomainSocket(path: $0) } ?? .hostname(host, port: port)
+        let app = try application(address: address, photos: photos, tls: tls, requests: requests, logger: logger) { boundPort in
             continuation.yield(boundPort)
             continuation.finish()
         }
@@ -43,7 +49,9 @@ public enum DemoServer {
             try await group.run()
         }
         for await boundPort in bound {
-            return RunningDemoServer(host: host, port: boundPort, secure: tls != nil, group: group, task: task)
+            return RunningDemoServer(
+                host: unixSocket == nil ? host : "localhost", port: boundPort, secure: tls != nil, unixSocket: unixSocket,
+                requests: requests, group: group, task: task)
         }
         // The stream ended without a port: the server failed to start.
         try await task.value
@@ -57,7 +65,7 @@ public enum DemoServer {
     ) async throws {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
-        let app = try application(host: host, port: port, photos: photos, tls: tls, logger: logger) { boundPort in
+        let app = try application(address: .hostname(host, port: port), photos: photos, tls: tls, requests: RequestTally(), logger: logger) { boundPort in
             onListening(RunningDemoServer.baseURL(host: host, port: boundPort, secure: tls != nil))
         }
         var configuration = ServiceGroupConfiguration(services: [.init(service: app)], logger: logger)
@@ -67,7 +75,7 @@ public enum DemoServer {
     }
 
     private static func application(
-        host: String, port: Int, photos: PhotoSettings, tls: DemoTLS?, logger: Logger,
+        address: BindAddress, photos: PhotoSettings, tls: DemoTLS?, requests: RequestTally, logger: Logger,
         onListening: @escaping @Sendable (Int) -> Void
     ) throws -> some ApplicationProtocol {
         let server: HTTPServerBuilder
@@ -94,10 +102,10 @@ public enum DemoServer {
             server = .http1()
         }
         return Application(
-            router: DemoRoutes.makeRouter(photos: photos),
+            router: DemoRoutes.makeRouter(photos: photos, requests: requests),
             server: server,
-            configuration: .init(address: .hostname(host, port: port), serverName: "catena-demo"),
-            onServerRunning: { channel in onListening(channel.localAddress?.port ?? port) },
+            configuration: .init(address: address, serverName: "catena-demo"),
+            onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },
             logger: logger
         )
     }
@@ -137,15 +145,24 @@ public final class RunningDemoServer: Sendable {
     public let host: String
     /// The port it listens on (the one the system picked, for port 0).
     public let port: Int
-    /// `http://host:port` (`https` with TLS), without a trailing slash.
+    /// `http://host:port` (`https` with TLS), without a trailing slash; over a Unix
+    /// socket `http://localhost`.
     public let baseURL: URL
+    /// The Unix domain socket it listens on instead of a port, or nil.
+    public let unixSocket: String?
+    private let requests: RequestTally
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    init(host: String, port: Int, secure: Bool, group: ServiceGroup, task: Task<Void, any Error>) {
+    /// How many requests it has read so far, whatever their route.
+    public var requestsRead: Int { requests.count.load(ordering: .relaxed) }
+
+    init(host: String, port: Int, secure: Bool, unixSocket: String?, requests: RequestTally, group: ServiceGroup, task: Task<Void, any Error>) {
         self.host = host
         self.port = port
-        self.baseURL = Self.baseURL(host: host, port: port, secure: secure)
+        self.unixSocket = unixSocket
+        self.requests = requests
+        self.baseURL = unixSocket == nil ? Self.baseURL(host: host, port: port, secure: secure) : URL(string: "\(secure ? "https" : "http")://localhost")!
         self.group = group
         self.task = task
     }

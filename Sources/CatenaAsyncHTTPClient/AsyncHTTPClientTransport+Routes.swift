@@ -1,0 +1,151 @@
+#if AsyncHTTPClient
+import AsyncHTTPClient
+import Catena
+import Foundation
+import NIOCore
+import NIOSSL
+
+/// The clients of a transport with proxy settings or public-key pins. AsyncHTTPClient
+/// takes a proxy and a connection check per client, not per request, so each way of
+/// connecting (which proxy; which host's pins) gets a client of its own, made when first
+/// needed and shut down with the transport. Requests that need neither take the main
+/// client, without a lookup.
+final class ClientRoutes: Sendable {
+    /// A way of connecting: through which proxy (nil: directly), checking whose pins.
+    struct Route: Hashable {
+        let proxy: ProxySettings.Proxy?
+        let pinnedHost: String?
+    }
+
+    private struct State {
+        var clients: [Route: HTTPClient] = [:]
+        var isShutDown = false
+    }
+
+    /// The configuration every route's client starts from.
+    private let base: HTTPClient.Configuration
+    let proxies: ProxySettings?
+    /// Per lowercased host, the SHA-256 digests one of which its leaf's key must have.
+    let pins: [String: Set<[UInt8]>]
+    private let state = Locked(State())
+
+    init(base: HTTPClient.Configuration, proxies: ProxySettings?, pins: [String: Set<[UInt8]>]) {
+        self.base = base
+        self.proxies = proxies
+        self.pins = pins
+    }
+
+    /// The route of a request, or nil for the main client (direct, no pins).
+    func route(of request: APIRequest) -> Route? {
+        guard request[option: UnixSocket.self] == nil, let host = request.host, let scheme = request.scheme else { return nil }
+        let proxy = proxies?.proxy(scheme: scheme, host: host, port: request.port)
+        let lowered = host.lowercased()
+        let pinnedHost = scheme == "https" && pins[lowered] != nil ? lowered : nil
+        guard proxy != nil || pinnedHost != nil else { return nil }
+        return Route(proxy: proxy, pinnedHost: pinnedHost)
+    }
+
+    /// The route's client, made on first use; nil once the transport was shut down (the
+    /// main client, also shut down, then fails the request).
+    func client(for route: Route) -> HTTPClient? {
+        state.withLock { state in
+            guard !state.isShutDown else { return nil }
+            if let client = state.clients[route] { return client }
+            let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration(for: route))
+            state.clients[route] = client
+            return client
+        }
+    }
+
+    /// The clients made so far; none are made after this.
+    func shutDown() -> [HTTPClient] {
+        state.withLock { state in
+            state.isShutDown = true
+            return Array(state.clients.values)
+        }
+    }
+
+    private func configuration(for route: Route) -> HTTPClient.Configuration {
+        var configuration = base
+        if let proxy = route.proxy {
+            switch proxy.kind {
+            case .http:
+                let authorization = proxy.credentials.map { HTTPClient.Authorization.basic(username: $0.user, password: $0.password) }
+                configuration.proxy = .server(host: proxy.host, port: proxy.port, authorization: authorization)
+            case .socks5:
+                configuration.proxy = .socksServer(host: proxy.host, port: proxy.port)
+            }
+        }
+        if let host = route.pinnedHost, let pins = pins[host] {
+            let check = Self.pinCheck(host: host, pins: pins)
+            configuration.http1_1ConnectionDebugInitializer = check
+            configuration.http2ConnectionDebugInitializer = check
+        }
+        return configuration
+    }
+
+    /// Checks a new connection's server key against `pins` once its TLS handshake is done.
+    ///
+    /// AsyncHTTPClient runs this before it hands the connection to any request (its
+    /// connection factory waits for the returned future), so no byte of a request is
+    /// written to a server whose key does not match; the connection is then closed, and
+    /// the waiting requests fail with the error. NIOSSL exposes the leaf alone, so only
+    /// the leaf's key can be pinned (checked at setup).
+    static func pinCheck(host: String, pins: Set<[UInt8]>) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        { channel in
+            channel.eventLoop.submit { () throws -> Void in
+                let handler = try channel.pipeline.syncOperations.handler(type: NIOSSLHandler.self)
+                guard let leaf = handler.peerCertificate else { throw PublicKeyPinMismatch(host: host, presented: nil) }
+                let digest = SHA256.hash(try leaf.extractPublicKey().toSPKIBytes())
+                guard pins.contains(digest) else { throw PublicKeyPinMismatch(host: host, presented: Data(digest).base64EncodedString()) }
+            }.flatMapErrorThrowing { error in
+                // Closed after AsyncHTTPClient has dropped the connection, which the
+                // failed future makes it do first.
+                channel.eventLoop.execute { channel.close(promise: nil) }
+                throw error
+            }
+        }
+    }
+
+    /// The pins of `trust` as digests, checked: each must be base64 of 32 bytes, and none
+    /// may be the key of one of `trust`'s roots, which the check never sees.
+    static func digests(of trust: ServerTrust) throws(ServerTrustError) -> [String: Set<[UInt8]>] {
+        var rootKeys: Set<[UInt8]> = []
+        for der in trust.additionalRoots {
+            if let key = try? NIOSSLCertificate(bytes: Array(der), format: .der).extractPublicKey().toSPKIBytes() {
+                rootKeys.insert(SHA256.hash(key))
+            }
+        }
+        var digests: [String: Set<[UInt8]>] = [:]
+        for (host, values) in trust.publicKeyPins {
+            guard !values.isEmpty else { throw ServerTrustError("the pins for \(host) are empty: name the leaf's key and a backup") }
+            for value in values {
+                let text = value.hasPrefix("sha256//") ? String(value.dropFirst("sha256//".count)) : value
+                guard let bytes = Data(base64Encoded: text), bytes.count == 32 else {
+                    throw ServerTrustError("pin \"\(value.prefix(80))\" for \(host) is not the base64 of a SHA-256 digest (44 characters)")
+                }
+                guard !rootKeys.contains(Array(bytes)) else {
+                    throw ServerTrustError(
+                        "pin \"\(value)\" for \(host) is the key of one of your roots: AsyncHTTPClient shows only the server's "
+                            + "leaf certificate, so pin the leaf's key (and a backup), or make that root the only trust anchor "
+                            + "(excludesSystemRoots) instead of pinning it")
+                }
+                digests[host, default: []].insert(Array(bytes))
+            }
+        }
+        return digests
+    }
+}
+
+/// A server whose leaf certificate's key is none of its host's pins.
+struct PublicKeyPinMismatch: Error, CustomStringConvertible {
+    let host: String
+    /// The base64 SHA-256 of the key it presented; nil when it presented none.
+    let presented: String?
+
+    var description: String {
+        guard let presented else { return "\(host) presented no certificate to check against its public-key pins" }
+        return "the public key of \(host)'s certificate (sha256//\(presented)) is none of its pins"
+    }
+}
+#endif  // AsyncHTTPClient

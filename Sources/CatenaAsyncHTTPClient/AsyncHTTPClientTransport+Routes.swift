@@ -107,6 +107,18 @@ final class ClientRoutes: Sendable {
         }
     }
 
+    /// Refuses proxies AsyncHTTPClient cannot use as given, rather than connect otherwise.
+    static func check(_ settings: ProxySettings) throws(ServerTrustError) {
+        for proxy in [settings.http, settings.https].compactMap(\.self) {
+            guard !proxy.host.isEmpty, (1...65_535).contains(proxy.port) else {
+                throw ServerTrustError("the proxy \(proxy) needs a host and a port in 1...65535")
+            }
+            guard proxy.kind == .http || proxy.credentials == nil else {
+                throw ServerTrustError("the SOCKS5 proxy \(proxy) has a user and password, which AsyncHTTPClient's SOCKS client cannot send")
+            }
+        }
+    }
+
     /// The pins of `trust` as digests, checked: each must be base64 of 32 bytes, and none
     /// may be the key of one of `trust`'s roots, which the check never sees.
     static func digests(of trust: ServerTrust) throws(ServerTrustError) -> [String: Set<[UInt8]>] {

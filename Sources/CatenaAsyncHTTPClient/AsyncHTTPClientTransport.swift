@@ -153,7 +153,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     ///   intermediate or a leaf): NIOSSL has no partial-chain setting, so such an anchor
     ///   would fail every handshake, and a transport that could connect to nothing is
     ///   refused at setup; for a pin that is not a SHA-256 digest, or is a root's key;
-    ///   and for an identity that cannot be used.
+    ///   for an identity that cannot be used; and for a proxy without a host, with a
+    ///   port outside 1...65535, or SOCKS5 with a password (AsyncHTTPClient's SOCKS
+    ///   client has no authentication).
     public convenience init(
         configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
         identity: ClientIdentity? = nil, proxy: ProxySettings? = nil, timeout: Duration = .seconds(60)
@@ -188,6 +190,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         if let identity { try Self.present(identity, in: &tls) }
         configuration.tlsConfiguration = tls
+        if let proxy { try ClientRoutes.check(proxy) }
         let pins = try ClientRoutes.digests(of: trust)
         let routes = pins.isEmpty && proxy == nil ? nil : ClientRoutes(base: configuration, proxies: proxy, pins: pins)
         self.init(configuration: configuration, routes: routes, timeout: timeout)

@@ -56,7 +56,9 @@ enum CatenaCommandLine {
         let process = Process()
         process.executableURL = try executable()
         process.arguments = arguments
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        // A developer's own proxy variables never steer a test's call: only those it gives.
+        let proxyVariables: Set = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
+        process.environment = ProcessInfo.processInfo.environment.filter { !proxyVariables.contains($0.key.lowercased()) }.merging(environment) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = try FileHandle(forReadingFrom: inFile)

@@ -68,7 +68,8 @@ final class ProxyProcess: Sendable {
     /// Whether the log lists a connection to `port` on loopback: tinyproxy writes
     /// `CONNECT 127.0.0.1:PORT`, Dante `-> … 127.0.0.1.PORT`.
     func logged(port target: Int) -> Bool {
-        kind == .tinyproxy ? log.contains("CONNECT 127.0.0.1:\(target) ") || log.contains("CONNECT localhost:\(target) ") : log.contains("127.0.0.1.\(target)\n")
+        kind == .tinyproxy
+            ? log.contains("CONNECT 127.0.0.1:\(target) ") || log.contains("CONNECT localhost:\(target) ") : log.contains("127.0.0.1.\(target)\n")
     }
 
     /// Waits until the log lists a connection to `port` (the proxy writes it as the

@@ -153,8 +153,9 @@ extension RequestCall {
         return .data(data, contentType: "application/json")
     }
 
-    /// The transport the options ask for, and how to shut it down.
-    func makeTransport() throws -> (any HTTPLoader, @Sendable () async throws -> Void) {
+    /// The transport the options ask for, and how to shut it down; `host` is the URL's,
+    /// which `--pinnedpubkey` pins.
+    func makeTransport(host: String) throws -> (any HTTPLoader, @Sendable () async throws -> Void) {
         var trust = ServerTrust.system
         func certificates(_ path: String, option: String) throws -> [Data] {
             do {
@@ -168,8 +169,16 @@ extension RequestCall {
             trust.additionalRoots += try certificates(pin, option: "--pin")
             trust.excludesSystemRoots = true
         }
+        if let pinnedpubkey {
+            let pins = pinnedpubkey.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !pins.isEmpty, pins.allSatisfy({ $0.hasPrefix("sha256//") }) else {
+                throw CommandFailure("--pinnedpubkey takes sha256//BASE64 pins separated by ';' (a key file is not supported)")
+            }
+            trust.publicKeyPins[host.lowercased()] = Set(pins)
+        }
         let limit = Duration.milliseconds(Int64((timeout * 1000).rounded()))
         let identity = try clientIdentity()
+        let proxies = try proxySettings()
         switch transport {
         case .urlsession:
             guard !trust.isSystemDefault || identity != nil else { return (URLSessionTransport(timeout: limit), {}) }
@@ -182,17 +191,45 @@ extension RequestCall {
             var configuration = AsyncHTTPClientTransport.defaultConfiguration
             if http1 { configuration.httpVersion = .http1Only }
             let transport: AsyncHTTPClientTransport
-            if trust.isSystemDefault, identity == nil {
+            if trust.isSystemDefault, identity == nil, proxies == nil {
                 transport = AsyncHTTPClientTransport(configuration: configuration, timeout: limit)
             } else {
                 do {
-                    transport = try AsyncHTTPClientTransport(configuration: configuration, trust: trust, identity: identity, timeout: limit)
+                    transport = try AsyncHTTPClientTransport(
+                        configuration: configuration, trust: trust, identity: identity, proxy: proxies, timeout: limit)
                 } catch {
                     throw CommandFailure("AsyncHTTPClient cannot use that trust or client certificate: \(error)")
                 }
             }
             return (transport, { try await transport.shutdown() })
         }
+    }
+
+    /// The proxies as curl picks them: `--proxy` (`""`: none) over the environment's
+    /// variables, `--noproxy` over `NO_PROXY`, `--proxy-user` over a proxy URL's own.
+    func proxySettings() throws -> ProxySettings? {
+        var settings: ProxySettings?
+        do {
+            if let proxy {
+                settings =
+                    proxy.isEmpty
+                    ? nil
+                    : try ProxySettings(
+                        proxy, bypass: ProxyBypass(ProcessInfo.processInfo.environment["no_proxy"] ?? ProcessInfo.processInfo.environment["NO_PROXY"] ?? ""))
+            } else {
+                settings = try ProxySettings.environment()
+            }
+        } catch {
+            throw CommandFailure("\(proxy == nil ? "the proxy environment variable " : "--proxy ")\(error)")
+        }
+        if let noproxy { settings?.bypass = ProxyBypass(noproxy) }
+        if let proxyUser, let given = try Self.credential(proxyUser, option: "--proxy-user", variable: "", environment: [:]) {
+            guard let colon = given.firstIndex(of: ":") else { throw CommandFailure("--proxy-user takes user:password") }
+            let credentials = BasicCredentials(user: String(given[..<colon]), password: String(given[given.index(after: colon)...]))
+            settings?.http?.credentials = credentials
+            settings?.https?.credentials = credentials
+        }
+        return settings
     }
 
     /// `--cert`, `--key`, `--cert-type` and `--pass` as curl reads them: a PEM file may

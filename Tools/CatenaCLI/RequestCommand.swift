@@ -62,6 +62,11 @@ struct RequestCall: ParsableArguments {
         error. The curl command, the log, the trace and progress go to standard error, and everything printed or \
         recorded is redacted: bearer tokens, passwords, API keys, cookies and secret query items never appear.
 
+        Proxies: as curl, the AsyncHTTPClient transport reads http_proxy (lower case only), https_proxy or \
+        HTTPS_PROXY, all_proxy or ALL_PROXY, and no_proxy or NO_PROXY, unless --proxy and --noproxy say otherwise; \
+        --proxy "" goes direct. URLSession (--transport urlsession) follows those variables through libcurl and \
+        takes no proxy options.
+
         \(ExitStatus.help)
         """
 
@@ -128,6 +133,23 @@ struct RequestCall: ParsableArguments {
     @Option(help: "The password of a P12 --cert: prefer @FILE, - (standard input) or CATENA_CERT_PASSWORD, which keep it out of ps.")
     var pass: String?
 
+    @Option(
+        name: [.customShort("x"), .customLong("proxy")],
+        help: "Go through this proxy: [http://|socks5://][user:password@]host[:port]; \"\" for none. Without it, the environment's as curl reads it.")
+    var proxy: String?
+
+    @Option(name: [.customShort("U"), .customLong("proxy-user")], help: "user:password for the proxy; @FILE reads it from a file, - from standard input.")
+    var proxyUser: String?
+
+    @Option(help: "Hosts reached without the proxy, as NO_PROXY lists them (overrides it): names, addresses, CIDR blocks, :port, or *.")
+    var noproxy: String?
+
+    @Option(help: "Public-key pins for the URL's host, curl's form: sha256//BASE64[;sha256//BASE64…] (AsyncHTTPClient; the leaf's key).")
+    var pinnedpubkey: String?
+
+    @Option(help: "Connect to this Unix domain socket instead of the URL's host (AsyncHTTPClient); the URL still names the host.")
+    var unixSocket: String?
+
     @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
     var transport: ConnectionOptions.TransportKind = .ahc
 
@@ -165,6 +187,14 @@ struct RequestCall: ParsableArguments {
         guard (0...10).contains(retry) else { throw ValidationError("--retry must be 0...10") }
         guard !(http1 && transport == .urlsession) else {
             throw ValidationError("--http1 needs --transport ahc: URLSession chooses the HTTP version itself")
+        }
+        let ahcOnly = [
+            ("--proxy", proxy), ("--proxy-user", proxyUser), ("--noproxy", noproxy), ("--pinnedpubkey", pinnedpubkey), ("--unix-socket", unixSocket),
+        ]
+        if transport == .urlsession, let (option, _) = ahcOnly.first(where: { $0.1 != nil }) {
+            throw ValidationError(
+                "\(option) needs --transport ahc: URLSession on Linux follows the proxy environment variables by itself (libcurl) "
+                    + "and has no pins or Unix sockets")
         }
     }
 
@@ -214,7 +244,8 @@ struct RequestCall: ParsableArguments {
             downloadProgress = display
         }
 
-        let (transport, shutdown) = try makeTransport()
+        if let unixSocket { request[option: UnixSocket.self] = unixSocket }
+        let (transport, shutdown) = try makeTransport(host: request.host ?? "")
         var chain: any HTTPLoader = transport
         if let recorder { chain = recorder --> chain }
         if curl { chain = CurlPrinter() --> chain }

@@ -25,7 +25,9 @@ struct ProxyTests {
         return try JSONDecoder().decode(EchoHeaders.self, from: response.body).headers
     }
 
-    @Test("HTTPS through an authenticated CONNECT proxy: TLS end to end, the tunnel in the proxy's log, its credentials never at the server", arguments: [false, true])
+    @Test(
+        "HTTPS through an authenticated CONNECT proxy: TLS end to end, the tunnel in the proxy's log, its credentials never at the server",
+        arguments: [false, true])
     func connectTunnel(http2: Bool) async throws {
         let proxy = try await ProxyProcess.tinyproxy(user: Self.user, password: Self.password)
         defer { proxy.stop() }
@@ -67,7 +69,11 @@ struct ProxyTests {
         let proxy = try await ProxyProcess.tinyproxy()
         defer { proxy.stop() }
         let direct = try await DemoServer.start(), proxied = try await DemoServer.start()
-        defer { Task { await direct.stop(); await proxied.stop() } }
+        defer {
+            Task {
+                await direct.stop(); await proxied.stop()
+            }
+        }
         let environment = [
             "HTTP_PROXY": "http://127.0.0.1:1",  // ignored, as by curl: a CGI server's request header
             "http_proxy": "127.0.0.1:\(proxy.port)", "NO_PROXY": "example.com, 127.0.0.1:\(direct.port)",
@@ -88,7 +94,11 @@ struct ProxyTests {
         defer { proxy.stop() }
         let plain = try await DemoServer.start()
         let secure = try await DemoServer.start(tls: DemoTLS(certificate: try TLSServers.authority.get().issue()))
-        defer { Task { await plain.stop(); await secure.stop() } }
+        defer {
+            Task {
+                await plain.stop(); await secure.stop()
+            }
+        }
         let transport = try Self.transport(ProxySettings("socks5://127.0.0.1:\(proxy.port)"))
         defer { Task { try? await transport.shutdown() } }
         for server in [plain, secure] {
@@ -185,6 +195,16 @@ struct ProxySettingsTests {
             _ = list.matches(host: text, port: 80)
         }
         #expect(Bool(true), "reached without a trap")
+    }
+
+    @Test("AsyncHTTPClient refuses a SOCKS5 proxy with a password and a proxy without a port, never showing the password")
+    func refusedProxies() {
+        let socks = ProxySettings(ProxySettings.Proxy(kind: .socks5, host: "p", port: 1080, credentials: BasicCredentials(user: "u", password: "hunter2")))
+        let noPort = ProxySettings(ProxySettings.Proxy(host: "p", port: 0))
+        for settings in [socks, noPort] {
+            let error = #expect(throws: ServerTrustError.self) { _ = try AsyncHTTPClientTransport(trust: .system, proxy: settings) }
+            #expect(error?.description.contains("hunter2") == false, "\(String(describing: error))")
+        }
     }
 
     @Test("URLSession refuses proxy settings and Unix sockets, naming AsyncHTTPClient")

@@ -51,7 +51,9 @@ struct RecoveryTests {
     func afterFifty(kind: TransportKind) async throws {
         let server = try await FaultServer.running()
         let transport = Self.transport(kind)
-        let hostile: [MisbehavingServer.Fault] = [.gzipBomb, .badGzip, .endless, .garbage, .reset, .truncated, .badChunked, .hugeHead, .twoLengths, .closeEarly]
+        let hostile: [MisbehavingServer.Fault] = [
+            .gzipBomb, .badGzip, .endless, .garbage, .reset, .truncated, .badChunked, .hugeHead, .twoLengths, .closeEarly,
+        ]
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<50 {
                 let fault = hostile[index % hostile.count]

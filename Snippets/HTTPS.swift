@@ -3,6 +3,7 @@
 
 // snippet.hide
 import CatenaDemoServer
+import Foundation
 
 // A throwaway CA and a leaf for 127.0.0.1, as `catena serve --tls` makes them.
 let authority = try DemoCertificateAuthority()
@@ -65,7 +66,47 @@ do {
 // snippet.end
 
 // snippet.hide
+let keyedLeaf = try authority.issue()
+let keyed = try await DemoServer.start(tls: DemoTLS(certificate: keyedLeaf))
+let leafKey = keyedLeaf.publicKeySHA256  // what `openssl x509 -pubkey | … | base64` prints
+let backupKey = Data(repeating: 1, count: 32).base64EncodedString()
+// snippet.show
+
+// snippet.pinkey
+// Pinning by public key: the server's leaf must carry one of these keys (base64
+// SHA-256 of its SubjectPublicKeyInfo), checked on each new connection before any
+// byte of a request. Name a backup key, so a rotation does not lock clients out.
+let keyPinned = try AsyncHTTPClientTransport(
+    trust: ServerTrust(additionalRoots: [rootDER], publicKeyPins: ["127.0.0.1": [leafKey, "sha256//" + backupKey]]))
+let toKeyed = EnvironmentMiddleware(ServerEnvironment(host: "127.0.0.1", port: keyed.port)) --> keyPinned
+print(try await toKeyed.load(try .get("api", "users", "2")).status.code)  // 200; another key: untrustedServer
+// snippet.end
+
+// snippet.proxy
+// Through the company's proxy, as curl would go: HTTPS_PROXY, https_proxy, NO_PROXY…
+// from the environment, or named. CONNECT keeps TLS end to end.
+let proxies =
+    try ProxySettings.environment()
+    ?? ProxySettings("http://user:secret@proxy.example:3128", bypass: ProxyBypass("localhost,127.0.0.1,.internal.example"))
+let proxied = try AsyncHTTPClientTransport(trust: .system, proxy: proxies)
+print(proxies)  // the password shows as •••
+// snippet.end
+
+// snippet.socket
+// A local daemon's API over a Unix domain socket: the URL names the host, the
+// environment the socket (Docker's, say, at /var/run/docker.sock).
+let socketPath = FileManager.default.temporaryDirectory.appendingPathComponent("catena-snippet.sock").path
+let daemon = try await DemoServer.start(unixSocket: socketPath)
+let local = EnvironmentMiddleware(ServerEnvironment(scheme: "http", host: "localhost", unixSocketPath: socketPath)) --> proxied
+print(try await local.load(try .get("api", "users", "2")).status.code)  // 200, never through the proxy
+// snippet.end
+
+// snippet.hide
 try await pinned.shutdown()
+try await keyPinned.shutdown()
+try await proxied.shutdown()
 try await transport.shutdown()
+await daemon.stop()
+await keyed.stop()
 await chained.stop()
 await server.stop()

@@ -197,6 +197,9 @@ enum Benchmarks {
         if settings.sections.contains("https") {
             try await httpsBenchmark(settings: settings)
         }
+        if settings.sections.contains("network") {
+            try await networkBenchmark(settings: settings)
+        }
         guard settings.sections.contains("http") else {
             try await rawClient.shutdown()
             rawSession.invalidateAndCancel()

@@ -167,7 +167,7 @@ extension AsyncHTTPClientTransport {
             detail = "connect timed out"
         case .proxyAuthenticationRequired:
             code = .cannotConnect
-            detail = "the proxy refused its credentials (407 Proxy Authentication Required)"
+            detail = "the proxy asks for credentials (407): none were given, or it refused them"
         case .invalidProxyResponse:
             code = .cannotConnect
             detail =

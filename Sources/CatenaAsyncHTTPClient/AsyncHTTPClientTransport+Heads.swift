@@ -38,6 +38,9 @@ extension AsyncHTTPClientTransport {
         return headers
     }
 
+    /// ASCII letters and digits: everything else in a socket path is percent-encoded.
+    private static let unreservedASCII = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
     /// The URL AsyncHTTPClient is given: the request's, or for a request over a Unix
     /// socket (`UnixSocket`) the same path and query with the socket as the host,
     /// percent-encoded, in AsyncHTTPClient's `http+unix` scheme.
@@ -52,7 +55,7 @@ extension AsyncHTTPClientTransport {
         }
         let authority = url.range(of: "://").map { url[$0.upperBound...] } ?? url[...]
         let rest = authority.firstIndex(where: { $0 == "/" || $0 == "?" }).map { authority[$0...] } ?? "/"
-        let encoded = socket.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? socket
+        let encoded = socket.addingPercentEncoding(withAllowedCharacters: Self.unreservedASCII) ?? socket
         return "\(request.scheme ?? "http")+unix://\(encoded)\(rest)"
     }
 

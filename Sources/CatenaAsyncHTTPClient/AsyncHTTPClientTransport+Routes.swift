@@ -39,8 +39,9 @@ final class ClientRoutes: Sendable {
     func route(of request: APIRequest) -> Route? {
         guard request[option: UnixSocket.self] == nil, let host = request.host, let scheme = request.scheme else { return nil }
         let proxy = proxies?.proxy(scheme: scheme, host: host, port: request.port)
-        let lowered = host.lowercased()
-        let pinnedHost = scheme == "https" && pins[lowered] != nil ? lowered : nil
+        // Hosts usually come as they were pinned: the normalising pass only when not.
+        let key = pins.isEmpty || pins[host] != nil ? host : Self.pinKey(host)
+        let pinnedHost = scheme == "https" && pins[key] != nil ? key : nil
         guard proxy != nil || pinnedHost != nil else { return nil }
         return Route(proxy: proxy, pinnedHost: pinnedHost)
     }
@@ -78,10 +79,33 @@ final class ClientRoutes: Sendable {
         }
         if let host = route.pinnedHost, let pins = pins[host] {
             let check = Self.pinCheck(host: host, pins: pins)
-            configuration.http1_1ConnectionDebugInitializer = check
-            configuration.http2ConnectionDebugInitializer = check
+            // After the caller's own initializers, if any.
+            configuration.http1_1ConnectionDebugInitializer = Self.chain(base.http1_1ConnectionDebugInitializer, check)
+            configuration.http2ConnectionDebugInitializer = Self.chain(base.http2ConnectionDebugInitializer, check)
+            // With retries, AsyncHTTPClient backs off a connection that failed the check, and
+            // the check's close of its channel then trips the pool's state machine (a
+            // precondition when the backoff ends): a mismatch fails the calls at once instead.
+            configuration.connectionPool.retryConnectionEstablishment = false
         }
         return configuration
+    }
+
+    private static func chain(
+        _ first: (@Sendable (any Channel) -> EventLoopFuture<Void>)?, _ then: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        guard let first else { return then }
+        return { channel in first(channel).flatMap { then(channel) } }
+    }
+
+    /// The form a host is pinned under and looked up by: lower case, without brackets or
+    /// trailing dots, an IP address in one spelling (`::1`, `0:0::1` and `[::1]` alike),
+    /// so that no other spelling of a pinned host reaches it unchecked.
+    static func pinKey(_ host: String) -> String {
+        var key = host.lowercased()
+        if key.hasPrefix("["), key.hasSuffix("]") { key = String(key.dropFirst().dropLast()) }
+        while key.hasSuffix(".") { key.removeLast() }
+        if let address = IPAddress.bytes(of: key) { return address.map { String($0) }.joined(separator: ".") }
+        return key
     }
 
     /// Checks a new connection's server key against `pins` once its TLS handshake is done.
@@ -130,6 +154,10 @@ final class ClientRoutes: Sendable {
         }
         var digests: [String: Set<[UInt8]>] = [:]
         for (host, values) in trust.publicKeyPins {
+            guard !host.isEmpty, !host.contains("/"), host.hasPrefix("[") || !host.contains(":") || IPAddress.bytes(of: host) != nil else {
+                throw ServerTrustError("pin host \"\(host.prefix(80))\" is not a host name or an IP address (no scheme, port or path)")
+            }
+            let host = pinKey(host)
             guard !values.isEmpty else { throw ServerTrustError("the pins for \(host) are empty: name the leaf's key and a backup") }
             for value in values {
                 let text = value.hasPrefix("sha256//") ? String(value.dropFirst("sha256//".count)) : value

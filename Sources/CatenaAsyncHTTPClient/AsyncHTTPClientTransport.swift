@@ -190,7 +190,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
         if let identity { try Self.present(identity, in: &tls) }
         configuration.tlsConfiguration = tls
-        if let proxy { try ClientRoutes.check(proxy) }
+        if let proxy {
+            try ClientRoutes.check(proxy)
+            // The settings decide every route: bypassed hosts go direct, not through a
+            // proxy of the configuration's own.
+            configuration.proxy = nil
+        }
         let pins = try ClientRoutes.digests(of: trust)
         let routes = pins.isEmpty && proxy == nil ? nil : ClientRoutes(base: configuration, proxies: proxy, pins: pins)
         self.init(configuration: configuration, routes: routes, timeout: timeout)
@@ -259,12 +264,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         guard ownsClient, !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // `try await client.shutdown()` resolves to the async overload, which waits;
         // spelled out because the future-returning overload would not.
-        let future: EventLoopFuture<Void> = client.shutdown()
-        try await future.get()
-        for other in routes?.shutDown() ?? [] {
+        // Routes first, so none is made meanwhile; every client is shut down, the first
+        // error thrown after.
+        var failure: (any Error)?
+        for other in [client] + (routes?.shutDown() ?? []) {
             let future: EventLoopFuture<Void> = other.shutdown()
-            try await future.get()
+            do { try await future.get() } catch { failure = failure ?? error }
         }
+        if let failure { throw failure }
     }
 
     /// The client `request` goes through: the main one, or its route's (a proxy, a

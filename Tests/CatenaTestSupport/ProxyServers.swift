@@ -78,11 +78,9 @@ final class ProxyProcess: Sendable {
         await Timing.eventually(within: .seconds(5)) { self.logged(port: target) }
     }
 
-    /// Ends the proxy: SIGKILL, since it inherits the test process's blocked signals
-    /// and would never see a SIGTERM.
+    /// Ends the proxy and reaps it.
     func stop() {
         kill(pid, SIGKILL)
-        // Returns when it is gone, or at once if Foundation's monitor reaped it first.
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         try? FileManager.default.removeItem(at: directory)
@@ -99,20 +97,50 @@ final class ProxyProcess: Sendable {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let (arguments, configuration) = configure(port, directory)
             try configuration.write(to: directory.appendingPathComponent("proxy.conf"), atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: program)
-            process.arguments = arguments
-            process.currentDirectoryURL = directory
-            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            let proxy = ProxyProcess(kind: kind, port: port, directory: directory, pid: process.processIdentifier)
-            if await Timing.eventually(within: .seconds(10), { !process.isRunning || accepts(port) }), process.isRunning {
+            let pid = try spawn(program, arguments.map { $0 == "proxy.conf" ? directory.appendingPathComponent("proxy.conf").path : $0 })
+            let proxy = ProxyProcess(kind: kind, port: port, directory: directory, pid: pid)
+            if await Timing.eventually(within: .seconds(10), { !isRunning(pid) || accepts(port) }), isRunning(pid) {
                 return proxy
             }
             proxy.stop()
         }
         throw ProxyProcessError("\(kind.program) did not start listening on loopback")
+    }
+
+    /// Starts `program` with posix_spawn, not Foundation's Process: Dante closes every
+    /// file descriptor as it starts, the one Process watches a child through among them,
+    /// and Process's one monitor thread then blocks in waitpid for it, so that no other
+    /// child process of the test run was ever seen to end. The child gets an empty signal
+    /// mask and default handlers (a spawned child inherits the caller's blocked signals),
+    /// and /dev/null for its standard streams.
+    private static func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ([program] + arguments).map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, program, &actions, &attributes, argv + [nil], environ)
+        guard result == 0 else { throw ProxyProcessError("posix_spawn \(program) failed: \(String(cString: strerror(result)))") }
+        return pid
+    }
+
+    /// Whether the child `pid` is still running (reaped here when it has ended).
+    private static func isRunning(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
     }
 
     private static func executable(_ name: String) -> String? {
@@ -121,9 +149,19 @@ final class ProxyProcess: Sendable {
 
     /// A loopback port nobody listens on now.
     private static func freePort() throws -> Int {
+        try boundPort(keep: false)
+    }
+
+    /// A loopback port bound for the rest of the run and never listened on: connecting to
+    /// it is refused, and no other listener can take it.
+    static func reservedPort() throws -> Int {
+        try boundPort(keep: true)
+    }
+
+    private static func boundPort(keep: Bool) throws -> Int {
         let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { throw ProxyProcessError("socket() failed") }
-        defer { close(socket) }
+        defer { if !keep { close(socket) } }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")

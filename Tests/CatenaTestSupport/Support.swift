@@ -24,12 +24,15 @@ enum TestServer {
         "127.0.0.1:\(try await running().port)"
     }
 
-    /// A port nothing listens on: a server was started there and stopped again.
+    /// A port nothing listens on, and nothing can start to: bound by this process for its
+    /// whole run and never listened on, so connecting is refused. (A stopped server's port
+    /// was once taken by a proxy a test started meanwhile, which answered instead.)
     static func closedPort() async throws -> Int {
-        let server = try await DemoServer.start()
-        let port = server.port
-        await server.stop()
-        return port
+        try boundPort.get()
+    }
+
+    private static let boundPort = Result { () throws -> Int in
+        try ProxyProcess.reservedPort()
     }
 }
 

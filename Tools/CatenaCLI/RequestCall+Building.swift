@@ -55,7 +55,12 @@ extension RequestCall {
         request[option: Redaction.self] = Redaction.adding(headers: secretHeaders)
         request.body = try makeBody(contentType: request.headerFields[.contentType])
         request.timeout = .milliseconds(Int64((timeout * 1000).rounded()))
-        if !follow { request[option: RedirectPolicy.self] = .never }
+        if !follow {
+            request[option: RedirectPolicy.self] = .never
+        } else if pinnedpubkey != nil {
+            // The pins are the URL's host's: a redirect elsewhere would reach an unpinned server.
+            request[option: RedirectPolicy.self] = .sameOrigin(max: 5)
+        }
         return request
     }
 
@@ -198,7 +203,7 @@ extension RequestCall {
                     transport = try AsyncHTTPClientTransport(
                         configuration: configuration, trust: trust, identity: identity, proxy: proxies, timeout: limit)
                 } catch {
-                    throw CommandFailure("AsyncHTTPClient cannot use that trust or client certificate: \(error)")
+                    throw CommandFailure("AsyncHTTPClient cannot use these settings: \(error)")
                 }
             }
             return (transport, { try await transport.shutdown() })
@@ -215,7 +220,7 @@ extension RequestCall {
                     proxy.isEmpty
                     ? nil
                     : try ProxySettings(
-                        proxy, bypass: ProxyBypass(ProcessInfo.processInfo.environment["no_proxy"] ?? ProcessInfo.processInfo.environment["NO_PROXY"] ?? ""))
+                        proxy, bypass: ProxyBypass(Self.noProxyVariable(ProcessInfo.processInfo.environment)))
             } else {
                 settings = try ProxySettings.environment()
             }
@@ -230,6 +235,11 @@ extension RequestCall {
             settings?.https?.credentials = credentials
         }
         return settings
+    }
+
+    /// `no_proxy`, else `NO_PROXY`, an empty one as unset (as `ProxySettings.environment` reads it).
+    static func noProxyVariable(_ variables: [String: String]) -> String {
+        [variables["no_proxy"], variables["NO_PROXY"]].compactMap { $0 }.first { !$0.isEmpty } ?? ""
     }
 
     /// `--cert`, `--key`, `--cert-type` and `--pass` as curl reads them: a PEM file may

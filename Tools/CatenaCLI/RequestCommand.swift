@@ -144,7 +144,7 @@ struct RequestCall: ParsableArguments {
     @Option(help: "Hosts reached without the proxy, as NO_PROXY lists them (overrides it): names, addresses, CIDR blocks, :port, or *.")
     var noproxy: String?
 
-    @Option(help: "Public-key pins for the URL's host, curl's form: sha256//BASE64[;sha256//BASE64…] (AsyncHTTPClient; the leaf's key).")
+    @Option(help: "Public-key pins for the URL's host, curl's form: sha256//BASE64[;sha256//BASE64…] (AsyncHTTPClient; the leaf's key); redirects then stay on that origin.")
     var pinnedpubkey: String?
 
     @Option(help: "Connect to this Unix domain socket instead of the URL's host (AsyncHTTPClient); the URL still names the host.")
@@ -333,7 +333,9 @@ struct RequestCall: ParsableArguments {
 
     /// Refuses, before anything is sent, a HAR file this command could not add to.
     private func checkArchive(_ path: String) throws {
-        guard FileManager.default.fileExists(atPath: path) else { return }
+        // Empty is new: another run that is adding to it holds it empty while it locks it
+        // (HAR.append makes the file to lock it, then renames the written one over it).
+        guard let contents = FileManager.default.contents(atPath: path), !contents.isEmpty else { return }
         do {
             _ = try HAR(contentsOf: URL(fileURLWithPath: path))
         } catch {

@@ -13,9 +13,10 @@ public import Foundation
 /// let transport = try AsyncHTTPClientTransport(trust: .system, proxy: proxy)
 /// ```
 ///
-/// `AsyncHTTPClientTransport` speaks to an HTTP proxy with `CONNECT` for `https` URLs
-/// (TLS stays end to end: the proxy sees the host name and port only) and in absolute
-/// form for `http` URLs, and to a SOCKS5 proxy for both. URLSession on Linux refuses
+/// `AsyncHTTPClientTransport` opens a `CONNECT` tunnel through an HTTP proxy for every
+/// request, `http` and `https` alike (TLS stays end to end: the proxy sees the host name
+/// and port only; a proxy that allows `CONNECT` to port 443 alone, as Squid's defaults
+/// do, refuses plain `http`), or goes through a SOCKS5 proxy. URLSession refuses
 /// settings (see ``URLSessionTransport``).
 public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     /// The proxy for `http` URLs, or nil for none.
@@ -67,9 +68,11 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
                 throw ProxySettingsError("\(found.name): \(error.description)")
             }
         }
-        let all = try proxy(value("all_proxy", "ALL_PROXY"))
-        let http = try proxy(value("http_proxy")) ?? all
-        let https = try proxy(value("https_proxy", "HTTPS_PROXY")) ?? all
+        // ALL_PROXY is read only for a scheme without its own, as curl does.
+        let ownHTTP = try proxy(value("http_proxy")), ownHTTPS = try proxy(value("https_proxy", "HTTPS_PROXY"))
+        let all = ownHTTP == nil || ownHTTPS == nil ? try proxy(value("all_proxy", "ALL_PROXY")) : nil
+        let http = ownHTTP ?? all
+        let https = ownHTTPS ?? all
         guard http != nil || https != nil else { return nil }
         return ProxySettings(http: http, https: https, bypass: ProxyBypass(value("no_proxy", "NO_PROXY")?.value ?? ""))
     }
@@ -91,7 +94,7 @@ public struct ProxySettings: Sendable, Equatable, CustomStringConvertible {
     public struct Proxy: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
         /// How a transport speaks to the proxy.
         public enum Kind: String, Sendable, Hashable {
-            /// An HTTP proxy: `CONNECT` for `https` URLs, absolute-form requests for `http`.
+            /// An HTTP proxy, through a `CONNECT` tunnel.
             case http
             /// A SOCKS5 proxy; host names are resolved by the proxy (curl's `socks5h`).
             case socks5
@@ -198,10 +201,10 @@ public struct ProxySettingsError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The hosts a request reaches without a proxy: a `NO_PROXY` list, read with curl's
-/// rules.
+/// rules, and a port per entry besides (as Go's and Python's readers take it).
 ///
 /// Entries are separated by commas or white space, letter case ignored:
-/// - `*` alone: every host;
+/// - `*` as the whole list: every host;
 /// - a name: that host and every host under it (`example.com` matches `example.com` and
 ///   `api.example.com`, not `notexample.com`); a leading dot changes nothing;
 /// - an IP address (IPv6 with or without brackets): that address; with `/bits` (CIDR),
@@ -223,7 +226,7 @@ public struct ProxyBypass: Sendable, Equatable, CustomStringConvertible {
     public init(_ list: String = "") {
         let entries = list.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init)
         self.entries = entries
-        matchesAll = entries.contains("*")
+        matchesAll = entries == ["*"]
         rules = entries.compactMap(Self.rule)
     }
 
@@ -288,9 +291,9 @@ public struct ProxyBypass: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// IPv4 and IPv6 addresses as bytes, for the bypass list's address rules.
-enum IPAddress {
+package enum IPAddress {
     /// The 4 or 16 bytes of a literal address, or nil for anything else.
-    static func bytes(of text: String) -> [UInt8]? {
+    package static func bytes(of text: String) -> [UInt8]? {
         if text.contains(":") { return v6(text) }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4 else { return nil }

@@ -11,7 +11,7 @@ public import Foundation
 /// | additional roots | yes | no (corelibs reads only the system store) | not yet |
 /// | only your roots (pinning by trust anchor) | yes | no | not yet |
 /// | an intermediate or leaf as a root | no: refused (no partial-chain setting in NIOSSL) | no | not yet |
-/// | public-key pins | no (no hook in AsyncHTTPClient 1.37): pin the root | no | not yet |
+/// | public-key pins | yes: the leaf's key, per new connection | no | not yet |
 ///
 /// ```swift
 /// let trust = try ServerTrust(additionalRootsPEM: String(contentsOfFile: "ca.pem"))
@@ -26,8 +26,10 @@ public struct ServerTrust: Sendable, Equatable {
     /// Trust only ``additionalRoots``: the system's roots are not consulted.
     public var excludesSystemRoots: Bool
     /// Per host name (lowercased), the base64 SHA-256 hashes of the SubjectPublicKeyInfo
-    /// one of which the server's chain must carry (RFC 7469's `pin-sha256` values). Name
-    /// a backup key too, so a key rotation does not lock clients out.
+    /// one of which the server's leaf certificate must carry (RFC 7469's `pin-sha256`
+    /// values; curl's `sha256//` prefix is accepted). Name a backup key too, so a key
+    /// rotation does not lock clients out. AsyncHTTPClient checks them; URLSession
+    /// refuses them.
     public var publicKeyPins: [String: Set<String>]
 
     /// The system's roots only, no pins: what every transport does by default.

@@ -1,5 +1,5 @@
 @testable import Catena
-import CatenaAsyncHTTPClient
+@testable import CatenaAsyncHTTPClient
 import CatenaDemoServer
 import Foundation
 import NIOSSL
@@ -16,9 +16,10 @@ struct PublicKeyPinTests {
         return (try await DemoServer.start(port: port, tls: DemoTLS(certificate: certificate, http2: http2)), certificate)
     }
 
-    static func transport(pins: [String: Set<String>], http1: Bool) throws -> AsyncHTTPClientTransport {
+    static func transport(pins: [String: Set<String>], http1: Bool, retries: Bool = false) throws -> AsyncHTTPClientTransport {
         var configuration = AsyncHTTPClientTransport.defaultConfiguration
         if http1 { configuration.httpVersion = .http1Only }
+        configuration.connectionPool.retryConnectionEstablishment = retries
         let trust = ServerTrust(additionalRoots: [try TLSServers.authority.get().certificateDER], publicKeyPins: pins)
         return try AsyncHTTPClientTransport(configuration: configuration, trust: trust, timeout: .seconds(10))
     }
@@ -44,11 +45,13 @@ struct PublicKeyPinTests {
         #expect(server.requestsRead == 3)
     }
 
-    @Test("a key that is none of the pins fails the call as untrusted, and the server reads no request", arguments: [false, true])
-    func mismatch(http2: Bool) async throws {
+    @Test(
+        "a key that is none of the pins fails the call as untrusted, and the server reads no request; also with AsyncHTTPClient's connection retries on",
+        arguments: [false, true], [false, true])
+    func mismatch(http2: Bool, retries: Bool) async throws {
         let (server, certificate) = try await Self.server(http2: http2)
         defer { Task { await server.stop() } }
-        let transport = try Self.transport(pins: ["127.0.0.1": [Self.stale]], http1: !http2)
+        let transport = try Self.transport(pins: ["127.0.0.1": [Self.stale]], http1: !http2, retries: retries)
         defer { Task { try? await transport.shutdown() } }
         for _ in 0..<2 {
             let error = await #expect(throws: CatenaError.self) { _ = try await Self.call(server, transport) }
@@ -59,20 +62,18 @@ struct PublicKeyPinTests {
         #expect(server.requestsRead == 0, "no request reached a server whose key is not pinned")
     }
 
-    @Test("every new connection is checked: a server back on the same port with another key is refused")
+    @Test("every new connection is checked: after the server closed the first, and to another port of the pinned host with another key")
     func newConnection() async throws {
         let (first, certificate) = try await Self.server(http2: false)
+        let (second, _) = try await Self.server(http2: false)
+        defer { Task { await first.stop(); await second.stop() } }
         let transport = try Self.transport(pins: ["127.0.0.1": [certificate.publicKeySHA256]], http1: true)
         defer { Task { try? await transport.shutdown() } }
-        // Closed after the answer, so the server stops at once and the port is free.
-        #expect(try await Self.call(first, transport, close: true) == 200)
-        let port = first.port
-        await first.stop()
-        let (second, _) = try await Self.server(http2: false, port: port)
-        defer { Task { await second.stop() } }
+        // The server closes each connection after its answer: every call makes a new one.
+        for _ in 0..<3 { #expect(try await Self.call(first, transport, close: true) == 200) }
         let error = await #expect(throws: CatenaError.self) { _ = try await Self.call(second, transport) }
         #expect(error?.code == .untrustedServer, "\(String(describing: error))")
-        #expect(second.requestsRead == 0)
+        #expect(first.requestsRead == 3 && second.requestsRead == 0)
     }
 
     @Test("pins are per host: another host of the same server is not held to them")
@@ -84,6 +85,20 @@ struct PublicKeyPinTests {
         #expect(try await Self.call(server, transport, host: "127.0.0.1") == 200)
         let error = await #expect(throws: CatenaError.self) { _ = try await Self.call(server, transport, host: "localhost") }
         #expect(error?.code == .untrustedServer, "host names are matched without case: \(String(describing: error))")
+    }
+
+    @Test("no other spelling of a pinned host escapes its pins: case, brackets, trailing dots, IPv6 forms")
+    func spellings() throws {
+        let trust = ServerTrust(publicKeyPins: ["Api.Example.com.": [Self.stale], "[::1]": [Self.stale], "10.0.0.1": [Self.stale]])
+        let routes = ClientRoutes(base: AsyncHTTPClientTransport.defaultConfiguration, proxies: nil, pins: try ClientRoutes.digests(of: trust))
+        for url in ["https://api.example.com/", "https://API.EXAMPLE.COM.:8443/x", "https://[::1]/", "https://[0:0:0::1]:443/", "https://10.0.0.1/"] {
+            let request = APIRequest(.get, url: try #require(URL(string: url)))
+            #expect(routes.route(of: request)?.pinnedHost != nil, "\(url) is held to its pins")
+        }
+        for url in ["https://other.example.com/", "http://api.example.com/", "https://[::2]/"] {
+            #expect(routes.route(of: APIRequest(.get, url: try #require(URL(string: url)))) == nil, "\(url)")
+        }
+        #expect(throws: ServerTrustError.self) { _ = try ClientRoutes.digests(of: ServerTrust(publicKeyPins: ["api.example.com:443": [Self.stale]])) }
     }
 
     @Test("refused at setup: a pin that is no SHA-256, an empty pin set, a pin of a root's key; URLSession refuses pins")

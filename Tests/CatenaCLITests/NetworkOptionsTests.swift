@@ -35,12 +35,16 @@ struct NetworkOptionsTests {
         #expect(through.status == 0 && through.text.contains("Janet"), "\(through.errors)")
         #expect(await proxy.eventuallyLogged(port: server.port), "\(proxy.log)")
         let wrong = "wrong-\(UUID().uuidString)"
-        let refused = try await CatenaCommandLine.run(["get", url, "--ca-file", ca.path, "--proxy", "http://alice:\(wrong)@127.0.0.1:\(proxy.port)", "-v", "--curl"])
+        let refused = try await CatenaCommandLine.run([
+            "get", url, "--ca-file", ca.path, "--proxy", "http://alice:\(wrong)@127.0.0.1:\(proxy.port)", "-v", "--curl",
+        ])
         #expect(refused.status == 7 && refused.errors.contains("proxy credentials"), "status \(refused.status): \(refused.errors)")
         #expect(!refused.errors.contains(wrong) && !refused.text.contains(wrong), "the proxy password is never printed")
     }
 
-    @Test("the proxy variables as curl reads them; --noproxy and --proxy \"\" go direct; URLSession follows them through libcurl", .enabled(if: ProxyProcess.testsRun))
+    @Test(
+        "the proxy variables as curl reads them; --noproxy and --proxy \"\" go direct; URLSession follows them through libcurl",
+        .enabled(if: ProxyProcess.testsRun))
     func environment() async throws {
         let proxy = try await ProxyProcess.tinyproxy()
         defer { proxy.stop() }
@@ -62,7 +66,8 @@ struct NetworkOptionsTests {
         // no proxy option of the command applies to it.
         let second = try await DemoServer.start()
         defer { Task { await second.stop() } }
-        let libcurl = try await CatenaCommandLine.run(["get", second.baseURL.absoluteString + "/api/users/2", "--transport", "urlsession"], environment: variables)
+        let libcurl = try await CatenaCommandLine.run(
+            ["get", second.baseURL.absoluteString + "/api/users/2", "--transport", "urlsession"], environment: variables)
         #expect(libcurl.status == 0, "\(libcurl.errors)")
         #expect(await Timing.eventually(within: .seconds(5)) { proxy.log.contains(":\(second.port)/api/users/2") }, "libcurl used http_proxy: \(proxy.log)")
         let refused = try await CatenaCommandLine.run(["get", url, "--transport", "urlsession", "--noproxy", "*"])

@@ -144,7 +144,10 @@ struct RequestCall: ParsableArguments {
     @Option(help: "Hosts reached without the proxy, as NO_PROXY lists them (overrides it): names, addresses, CIDR blocks, :port, or *.")
     var noproxy: String?
 
-    @Option(help: "Public-key pins for the URL's host, curl's form: sha256//BASE64[;sha256//BASE64…] (AsyncHTTPClient; the leaf's key); redirects then stay on that origin.")
+    @Option(
+        help:
+            "Public-key pins for the URL's host, curl's form: sha256//BASE64[;sha256//BASE64…] (AsyncHTTPClient; the leaf's key); redirects then stay on that origin."
+    )
     var pinnedpubkey: String?
 
     @Option(help: "Connect to this Unix domain socket instead of the URL's host (AsyncHTTPClient); the URL still names the host.")

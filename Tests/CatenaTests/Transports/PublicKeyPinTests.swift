@@ -66,7 +66,11 @@ struct PublicKeyPinTests {
     func newConnection() async throws {
         let (first, certificate) = try await Self.server(http2: false)
         let (second, _) = try await Self.server(http2: false)
-        defer { Task { await first.stop(); await second.stop() } }
+        defer {
+            Task {
+                await first.stop(); await second.stop()
+            }
+        }
         let transport = try Self.transport(pins: ["127.0.0.1": [certificate.publicKeySHA256]], http1: true)
         defer { Task { try? await transport.shutdown() } }
         // The server closes each connection after its answer: every call makes a new one.

@@ -4,6 +4,11 @@ import Catena
 import Foundation
 import NIOCore
 import NIOSSL
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The clients of a transport with proxy settings or public-key pins. AsyncHTTPClient
 /// takes a proxy and a connection check per client, not per request, so each way of
@@ -37,8 +42,9 @@ final class ClientRoutes: Sendable {
 
     /// The route of a request, or nil for the main client (direct, no pins).
     func route(of request: APIRequest) -> Route? {
-        guard request[option: UnixSocket.self] == nil, let host = request.host, let scheme = request.scheme else { return nil }
-        let proxy = proxies?.proxy(scheme: scheme, host: host, port: request.port)
+        guard let host = request.host, let scheme = request.scheme else { return nil }
+        // Over a Unix socket no proxy; the host's pins still hold for TLS there.
+        let proxy = request[option: UnixSocket.self] != nil ? nil : proxies?.proxy(scheme: scheme, host: host, port: request.port)
         // Hosts usually come as they were pinned: the normalising pass only when not.
         let key = pins.isEmpty || pins[host] != nil ? host : Self.pinKey(host)
         let pinnedHost = scheme == "https" && pins[key] != nil ? key : nil
@@ -104,7 +110,19 @@ final class ClientRoutes: Sendable {
         var key = host.lowercased()
         if key.hasPrefix("["), key.hasSuffix("]") { key = String(key.dropFirst().dropLast()) }
         while key.hasSuffix(".") { key.removeLast() }
-        if let address = IPAddress.bytes(of: key) { return address.map { String($0) }.joined(separator: ".") }
+        if var address = IPAddress.bytes(of: key) {
+            // An IPv4-mapped IPv6 address reaches the IPv4 host.
+            if address.count == 16, address.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) { address = Array(address.suffix(4)) }
+            return address.map { String($0) }.joined(separator: ".")
+        }
+        // The other spellings the resolver reads as an IPv4 address ("10.1", "167772161",
+        // "0x0a.0.0.1"), as inet_aton reads them.
+        if !key.isEmpty, key.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == "x" }), key.first?.isNumber == true {
+            var address = in_addr()
+            if inet_aton(key, &address) == 1 {
+                return withUnsafeBytes(of: address.s_addr) { $0.map { String($0) }.joined(separator: ".") }
+            }
+        }
         return key
     }
 
@@ -154,10 +172,12 @@ final class ClientRoutes: Sendable {
         }
         var digests: [String: Set<[UInt8]>] = [:]
         for (host, values) in trust.publicKeyPins {
-            guard !host.isEmpty, !host.contains("/"), host.hasPrefix("[") || !host.contains(":") || IPAddress.bytes(of: host) != nil else {
-                throw ServerTrustError("pin host \"\(host.prefix(80))\" is not a host name or an IP address (no scheme, port or path)")
-            }
             let host = pinKey(host)
+            // A host name or an address in its one form: a port, a wildcard or a scheme
+            // would make a key no request ever finds, a pin that silently does nothing.
+            guard !host.isEmpty, host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }) else {
+                throw ServerTrustError("pin host \"\(host.prefix(80))\" is not a host name or an IP address (no scheme, port, path or wildcard)")
+            }
             guard !values.isEmpty else { throw ServerTrustError("the pins for \(host) are empty: name the leaf's key and a backup") }
             for value in values {
                 let text = value.hasPrefix("sha256//") ? String(value.dropFirst("sha256//".count)) : value

@@ -143,7 +143,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// or a key that does not match the certificate, is refused here.
     ///
     /// With `proxy`, requests go through its proxy for their scheme unless its bypass
-    /// list names their host (see ``ProxySettings``); the proxy's credentials go to the
+    /// list names their host (see `ProxySettings`); the proxy's credentials go to the
     /// proxy alone. Without it (or with a `configuration.proxy` of your own), the
     /// environment's proxy variables are not read: pass `try ProxySettings.environment()`
     /// to follow them as curl does.
@@ -197,6 +197,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             configuration.proxy = nil
         }
         let pins = try ClientRoutes.digests(of: trust)
+        // Catena follows redirects, each hop on its own route: a client following them
+        // itself would take a hop to a pinned host, or a bypassed one, the wrong way.
+        if !pins.isEmpty || proxy != nil { configuration.redirectConfiguration = .disallow }
         let routes = pins.isEmpty && proxy == nil ? nil : ClientRoutes(base: configuration, proxies: proxy, pins: pins)
         self.init(configuration: configuration, routes: routes, timeout: timeout)
     }
@@ -264,11 +267,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         guard ownsClient, !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // `try await client.shutdown()` resolves to the async overload, which waits;
         // spelled out because the future-returning overload would not.
-        // Routes first, so none is made meanwhile; every client is shut down, the first
-        // error thrown after.
+        // The main client first: from here a request whose route has no client yet falls
+        // back to it and is refused, never sent unpinned or direct; route clients made
+        // meanwhile are in the list `shutDown()` returns. Every client is shut down, the
+        // first error thrown after.
+        var futures: [EventLoopFuture<Void>] = [client.shutdown()]
+        futures += (routes?.shutDown() ?? []).map { $0.shutdown() }
         var failure: (any Error)?
-        for other in [client] + (routes?.shutDown() ?? []) {
-            let future: EventLoopFuture<Void> = other.shutdown()
+        for future in futures {
             do { try await future.get() } catch { failure = failure ?? error }
         }
         if let failure { throw failure }

@@ -99,10 +99,14 @@ final class ProxyProcess: Sendable {
             try configuration.write(to: directory.appendingPathComponent("proxy.conf"), atomically: true, encoding: .utf8)
             let pid = try spawn(program, arguments.map { $0 == "proxy.conf" ? directory.appendingPathComponent("proxy.conf").path : $0 })
             let proxy = ProxyProcess(kind: kind, port: port, directory: directory, pid: pid)
-            if await Timing.eventually(within: .seconds(10), { !isRunning(pid) || accepts(port) }), isRunning(pid) {
-                return proxy
+            _ = await Timing.eventually(within: .seconds(10)) { !isRunning(pid) || accepts(port) }
+            // Reaped by `isRunning` once it has ended: then never signalled (its pid may be anyone's).
+            if isRunning(pid) {
+                if accepts(port) { return proxy }
+                proxy.stop()
+            } else {
+                try? FileManager.default.removeItem(at: directory)
             }
-            proxy.stop()
         }
         throw ProxyProcessError("\(kind.program) did not start listening on loopback")
     }
@@ -129,6 +133,15 @@ final class ProxyProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else of this process's: a pipe of a child another test is running,
+        // held open by a proxy, would hide that child's end until the proxy is killed.
+        // glibc 2.34's posix_spawn_file_actions_addclosefrom_np, which the Glibc module
+        // does not declare.
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else {
+            throw ProxyProcessError("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
+        }
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
         let argv = ([program] + arguments).map { strdup($0) }
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0

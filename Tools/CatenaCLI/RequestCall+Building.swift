@@ -239,7 +239,7 @@ extension RequestCall {
 
     /// `no_proxy`, else `NO_PROXY`, an empty one as unset (as `ProxySettings.environment` reads it).
     static func noProxyVariable(_ variables: [String: String]) -> String {
-        [variables["no_proxy"], variables["NO_PROXY"]].compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        [variables["no_proxy"], variables["NO_PROXY"]].compactMap { $0?.trimmingCharacters(in: .whitespaces) }.first { !$0.isEmpty } ?? ""
     }
 
     /// `--cert`, `--key`, `--cert-type` and `--pass` as curl reads them: a PEM file may

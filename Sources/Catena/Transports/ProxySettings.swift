@@ -307,6 +307,15 @@ package enum IPAddress {
 
     private static func v6(_ text: String) -> [UInt8]? {
         guard text.utf8.count <= 45 else { return nil }
+        var text = Substring(text)
+        // A dotted IPv4 address as the last 32 bits (`::ffff:10.0.0.1`).
+        var embedded: [UInt16] = []
+        if let colon = text.lastIndex(of: ":"), text[colon...].contains(".") {
+            guard let v4 = bytes(of: String(text[text.index(after: colon)...])), v4.count == 4 else { return nil }
+            embedded = [UInt16(v4[0]) << 8 | UInt16(v4[1]), UInt16(v4[2]) << 8 | UInt16(v4[3])]
+            // Keep the colon when it is half of a "::" so the halves below still see it.
+            text = colon > text.startIndex && text[text.index(before: colon)] == ":" ? text[...colon] : text[..<colon]
+        }
         let halves = text.components(separatedBy: "::")
         guard halves.count <= 2 else { return nil }
         func groups(_ part: String) -> [UInt16]? {
@@ -319,11 +328,17 @@ package enum IPAddress {
             return values
         }
         guard let head = groups(halves[0]) else { return nil }
-        let tail = halves.count == 2 ? groups(halves[1]) : []
-        guard let tail else { return nil }
-        let missing = 8 - head.count - tail.count
-        guard halves.count == 2 ? missing >= 1 : missing == 0 else { return nil }
-        let all = head + Array(repeating: 0, count: max(missing, 0)) + tail
+        let tail = halves.count == 2 ? groups(halves[1]).map { $0 + embedded } : nil
+        let all: [UInt16]
+        if halves.count == 2 {
+            guard let tail else { return nil }
+            let missing = 8 - head.count - tail.count
+            guard missing >= 1 else { return nil }
+            all = head + Array(repeating: 0, count: missing) + tail
+        } else {
+            all = head + embedded
+            guard all.count == 8 else { return nil }
+        }
         return all.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
     }
 

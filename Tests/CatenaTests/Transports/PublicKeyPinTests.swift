@@ -95,14 +95,23 @@ struct PublicKeyPinTests {
     func spellings() throws {
         let trust = ServerTrust(publicKeyPins: ["Api.Example.com.": [Self.stale], "[::1]": [Self.stale], "10.0.0.1": [Self.stale]])
         let routes = ClientRoutes(base: AsyncHTTPClientTransport.defaultConfiguration, proxies: nil, pins: try ClientRoutes.digests(of: trust))
-        for url in ["https://api.example.com/", "https://API.EXAMPLE.COM.:8443/x", "https://[::1]/", "https://[0:0:0::1]:443/", "https://10.0.0.1/"] {
+        let spellings = [
+            "https://api.example.com/", "https://API.EXAMPLE.COM.:8443/x", "https://[::1]/", "https://[0:0:0::1]:443/", "https://10.0.0.1/",
+            "https://[::ffff:10.0.0.1]/", "https://[::ffff:a00:1]/", "https://167772161/", "https://10.1/", "https://0x0a.0.0.1/",
+        ]
+        for url in spellings {
             let request = APIRequest(.get, url: try #require(URL(string: url)))
             #expect(routes.route(of: request)?.pinnedHost != nil, "\(url) is held to its pins")
         }
         for url in ["https://other.example.com/", "http://api.example.com/", "https://[::2]/"] {
             #expect(routes.route(of: APIRequest(.get, url: try #require(URL(string: url)))) == nil, "\(url)")
         }
-        #expect(throws: ServerTrustError.self) { _ = try ClientRoutes.digests(of: ServerTrust(publicKeyPins: ["api.example.com:443": [Self.stale]])) }
+        for key in ["api.example.com:443", "[::1]:443", "*.example.com", "https://api.example.com", ""] {
+            #expect(throws: ServerTrustError.self, "\(key)" as Comment) { _ = try ClientRoutes.digests(of: ServerTrust(publicKeyPins: [key: [Self.stale]])) }
+        }
+        var socket = APIRequest(.get, url: try #require(URL(string: "https://api.example.com/")))
+        socket[option: UnixSocket.self] = "/tmp/daemon.sock"
+        #expect(routes.route(of: socket)?.pinnedHost != nil, "a request over a socket keeps its host's pins")
     }
 
     @Test("refused at setup: a pin that is no SHA-256, an empty pin set, a pin of a root's key; URLSession refuses pins")

@@ -290,7 +290,8 @@ public struct ProxyBypass: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// IPv4 and IPv6 addresses as bytes, for the bypass list's address rules.
+/// IPv4 and IPv6 literals as bytes: the bypass list's address rules, pin keys, and the
+/// demo server's certificates.
 package enum IPAddress {
     /// The 4 or 16 bytes of a literal address, or nil for anything else.
     package static func bytes(of text: String) -> [UInt8]? {

@@ -1,4 +1,5 @@
 #if DemoServer
+import Catena
 import Crypto
 public import Foundation
 import SwiftASN1
@@ -76,8 +77,7 @@ public struct DemoCertificateAuthority: Sendable {
         let now = Date()
         let validity = validity ?? (now - 3_600)...(now + 30 * 86_400)
         let names: [GeneralName] = hosts.map { host in
-            if let address = IPv4Address(host) { return .ipAddress(ASN1OctetString(contentBytes: address.bytes[...])) }
-            if let address = IPv6Address(host) { return .ipAddress(ASN1OctetString(contentBytes: address.bytes[...])) }
+            if let address = IPAddress.bytes(of: host) { return .ipAddress(ASN1OctetString(contentBytes: address[...])) }
             return .dnsName(host)
         }
         let subject = try DistinguishedName { CommonName(hosts.first ?? "catena-demo") }
@@ -144,42 +144,4 @@ public struct DemoServerCertificate: Sendable {
     public let intermediatesDER: [Data]
 }
 
-/// The four bytes of a dotted IPv4 literal.
-private struct IPv4Address {
-    let bytes: [UInt8]
-    init?(_ text: String) {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
-        var bytes: [UInt8] = []
-        for part in parts {
-            guard !part.isEmpty, part.count <= 3, part.allSatisfy({ $0.isASCII && $0.isNumber }), let byte = UInt8(part) else { return nil }
-            bytes.append(byte)
-        }
-        self.bytes = bytes
-    }
-}
-
-/// The sixteen bytes of an IPv6 literal (with `::`; no embedded IPv4).
-private struct IPv6Address {
-    let bytes: [UInt8]
-    init?(_ text: String) {
-        guard text.contains(":") else { return nil }
-        let halves = text.components(separatedBy: "::")
-        guard halves.count <= 2 else { return nil }
-        func groups(_ part: String) -> [UInt16]? {
-            guard !part.isEmpty else { return [] }
-            var values: [UInt16] = []
-            for group in part.split(separator: ":", omittingEmptySubsequences: false) {
-                guard (1...4).contains(group.count), let value = UInt16(group, radix: 16) else { return nil }
-                values.append(value)
-            }
-            return values
-        }
-        guard let head = groups(halves[0]), let tail = halves.count == 2 ? groups(halves[1]) : [] else { return nil }
-        let missing = 8 - head.count - tail.count
-        guard halves.count == 2 ? missing >= 1 : missing == 0 else { return nil }
-        let all = head + Array(repeating: 0, count: halves.count == 2 ? missing : 0) + tail
-        bytes = all.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
-    }
-}
 #endif  // DemoServer

@@ -16,6 +16,13 @@ func networkBenchmark(settings: Settings) async throws {
     let quiet = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
     let request = try UserEndpoint(id: 2).makeRequest()
     let decoder = JSONDecoder()
+    /// GET /api/users/2 through `chain`, the status checked and the user decoded.
+    func chainVariant(_ name: String, _ chain: any HTTPLoader) -> Variant {
+        Variant(name: name) { decode in
+            let response = try await chain.load(request).validateStatus()
+            if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+        }
+    }
 
     if let proxy = try TinyProxy.start() {
         let server = try await DemoServer.start(logLevel: .error)
@@ -39,14 +46,8 @@ func networkBenchmark(settings: Settings) async throws {
                         guard response.status == .ok else { throw BenchmarkError.status(Int(response.status.code)) }
                         if decode { _ = try decoder.decode(SingleUser.self, from: body) }
                     },
-                    Variant(name: "Catena chain, ProxySettings") { decode in
-                        let response = try await chain.load(request).validateStatus()
-                        if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
-                    },
-                    Variant(name: "Catena chain over the raw client (its proxy)") { decode in
-                        let response = try await overRaw.load(request).validateStatus()
-                        if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
-                    },
+                    chainVariant("Catena chain, ProxySettings", chain),
+                    chainVariant("Catena chain over the raw client (its proxy)", overRaw),
                 ]
             ], settings: settings)
         try await rawClient.shutdown()
@@ -71,14 +72,8 @@ func networkBenchmark(settings: Settings) async throws {
     try await compare(
         [
             [
-                Variant(name: "Catena chain, no pins") { decode in
-                    let response = try await plainChain.load(request).validateStatus()
-                    if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
-                },
-                Variant(name: "Catena chain, public-key pins") { decode in
-                    let response = try await pinnedChain.load(request).validateStatus()
-                    if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
-                },
+                chainVariant("Catena chain, no pins", plainChain),
+                chainVariant("Catena chain, public-key pins", pinnedChain),
             ]
         ], settings: settings)
     try await unpinned.shutdown()

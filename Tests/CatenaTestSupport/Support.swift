@@ -25,8 +25,8 @@ enum TestServer {
     }
 
     /// A port nothing listens on, and nothing can start to: bound by this process for its
-    /// whole run and never listened on, so connecting is refused. (A stopped server's port
-    /// was once taken by a proxy a test started meanwhile, which answered instead.)
+    /// whole run and never listened on, so connecting is refused. A stopped server's port
+    /// would not do: a proxy or server another test starts may be given it.
     static func closedPort() async throws -> Int {
         try boundPort.get()
     }

@@ -36,8 +36,8 @@ struct RetryingIdempotencyTests {
         let transport: any HTTPLoader = own ?? URLSessionTransport(configuration: URLSessionTransport.defaultConfiguration)
         let failures = Locked<[String]>([])
         // The order is made, then its answer held past the attempt's timeout; the second
-        // attempt comes after the hold and gets the stored answer. Each attempt has 2 s: a
-        // second attempt given 1 s once timed out on a loaded two-core run (CI, 11-27).
+        // attempt comes after the hold and gets the stored answer. Each attempt has 2 s, so
+        // that the second's answer arrives in time on a loaded two-core machine.
         let request = try await Self.order(item, hold: Timing.stretch(3.5), key: .generated, timeout: Timing.stretch(.seconds(2)))
         let operation = RetryingOperation(
             strategy: .backoff(maxAttempts: 3, delay: .constant(Timing.stretch(.seconds(2.5))), if: OperationRetryStrategy.transientHTTPFailure)

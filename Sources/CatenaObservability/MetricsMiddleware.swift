@@ -5,7 +5,8 @@ import Foundation
 import Metrics
 
 /// Records each call in swift-metrics: its duration, the calls in flight, and what
-/// happened inside (retries, resends, token refreshes, cache outcomes, bytes).
+/// happened inside (retries, resends, token refreshes, cache outcomes, bytes, and
+/// what the health middleware did).
 ///
 /// Put it at the head of the chain, next to ``TracingMiddleware``. What it records:
 ///
@@ -18,6 +19,7 @@ import Metrics
 /// | `catena.http.client.resends` | counter | none |
 /// | `catena.http.client.token_refreshes` | counter | `outcome` (`succeeded`, `failed`); refreshes, not calls that waited for one |
 /// | `catena.http.client.cache` | counter | `outcome` (`hit`, `miss`, `revalidated`) |
+/// | `catena.http.client.health` | counter | `event`: `paced`, `held` (a call waited for a quota or a `Retry-After`), `hold_started`, `budget_exhausted`, `circuit_open`, `circuit_half_open`, `circuit_closed`, `hedge_sent`, `hedge_won` |
 /// | `catena.http.client.request_body_bytes` | counter | none |
 /// | `catena.http.client.response_body_bytes` | counter | none |
 ///
@@ -110,6 +112,8 @@ private final class Instruments: Sendable {
     let responseBytes: Counter
     private let refreshes: [Bool: Counter]
     private let cache: [CallEvent.CacheOutcome: Counter]
+    /// `catena.http.client.health`, by event.
+    private let health: [String: Counter]
     private struct DurationKey: Hashable {
         let method: String, statusClass: String, host: String
     }
@@ -135,6 +139,13 @@ private final class Instruments: Sendable {
             true: Counter(label: "catena.http.client.token_refreshes", dimensions: [("outcome", "succeeded")], factory: factory),
             false: Counter(label: "catena.http.client.token_refreshes", dimensions: [("outcome", "failed")], factory: factory),
         ]
+        health = Dictionary(
+            uniqueKeysWithValues: [
+                "paced", "held", "hold_started", "budget_exhausted", "circuit_open", "circuit_half_open", "circuit_closed", "hedge_sent",
+                "hedge_won",
+            ].map { event in
+                (event, Counter(label: "catena.http.client.health", dimensions: [("event", event)], factory: factory))
+            })
         cache = Dictionary(
             uniqueKeysWithValues: [CallEvent.CacheOutcome.hit, .miss, .revalidated].map { outcome in
                 (outcome, Counter(label: "catena.http.client.cache", dimensions: [("outcome", outcome.rawValue)], factory: factory))
@@ -153,6 +164,12 @@ private final class Instruments: Sendable {
                 case .cache(let outcome): cache[outcome]?.increment()
                 case .bodySent(let bytes): requestBytes.increment(by: bytes)
                 case .responseHead: break
+                case .rateLimitWait(_, let byRetryAfter): health[byRetryAfter ? "held" : "paced"]?.increment()
+                case .rateLimitHold: health["hold_started"]?.increment()
+                case .retryBudgetExhausted: health["budget_exhausted"]?.increment()
+                case .circuit(let state): health["circuit_" + state.rawValue]?.increment()
+                case .hedgeSent: health["hedge_sent"]?.increment()
+                case .hedgeWon: health["hedge_won"]?.increment()
                 }
             })
         return request

@@ -150,6 +150,24 @@ private struct SpanCall: Sendable {
                             }))
                 case .bodySent(let bytes):
                     span.attributes["http.request.body.size"] = bytes
+                case .rateLimitWait(let waited, let byRetryAfter):
+                    span.addEvent(
+                        SpanEvent(
+                            name: "catena.rate_limit.wait",
+                            attributes: .with { attributes in
+                                attributes["catena.rate_limit.wait_ms"] = waited.milliseconds
+                                attributes["catena.rate_limit.retry_after"] = byRetryAfter
+                            }))
+                case .rateLimitHold(let hold):
+                    span.addEvent(SpanEvent(name: "catena.rate_limit.hold", attributes: .with { $0["catena.rate_limit.hold_ms"] = hold.milliseconds }))
+                case .retryBudgetExhausted:
+                    span.addEvent(SpanEvent(name: "catena.retry_budget.exhausted"))
+                case .circuit(let state):
+                    span.addEvent(SpanEvent(name: "catena.circuit", attributes: .with { $0["catena.circuit.state"] = state.rawValue }))
+                case .hedgeSent(let after):
+                    span.addEvent(SpanEvent(name: "catena.hedge.sent", attributes: .with { $0["catena.hedge.delay_ms"] = after.milliseconds }))
+                case .hedgeWon:
+                    span.addEvent(SpanEvent(name: "catena.hedge.won"))
                 case .cache(let outcome):
                     span.attributes["catena.cache.outcome"] = outcome.rawValue
                     span.addEvent(SpanEvent(name: "catena.cache", attributes: .with { $0["catena.cache.outcome"] = outcome.rawValue }))

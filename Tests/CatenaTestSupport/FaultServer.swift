@@ -40,7 +40,9 @@ extension MisbehavingServer.Fault {
         case .silence, .slowHead, .slowBody: .error(.timedOut)
         case .basicChallenge, .digestChallenge, .negotiateChallenge, .bearerChallenge, .multipleChallenges: .status(401)
         case .proxyChallenge: .status(407)
-        case .redirect: .status(200)
+        case .redirect, .slowTail: .status(200)
+        case .hostileRateLimit: .status(429)
+        case .hostileProblem: .status(500)
         }
     }
 }

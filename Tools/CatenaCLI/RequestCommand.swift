@@ -59,7 +59,8 @@ struct RequestCall: ParsableArguments {
         The body is printed as the server sent it when piped or written with -o; on a terminal, JSON is indented and \
         coloured (NO_COLOR leaves the colours out), control characters and bidi overrides are shown escaped, and a \
         binary body is refused unless -o names a file or -. A final status of 400 or more is also said on standard \
-        error. The curl command, the log, the trace and progress go to standard error, and everything printed or \
+        error, with the title and detail of an RFC 9457 problem body (application/problem+json) on their own lines \
+        as well. The curl command, the log, the trace and progress go to standard error, and everything printed or \
         recorded is redacted: bearer tokens, passwords, API keys, cookies and secret query items never appear.
 
         Proxies: as curl, the AsyncHTTPClient transport reads http_proxy (lower case only), https_proxy or \
@@ -301,6 +302,11 @@ struct RequestCall: ParsableArguments {
         if response.status.code >= 400 {
             // A script's log shows why the status is not 0, also for an empty body.
             StandardError.writeText("error: the server answered \(response.status.code) \(response.status.reasonPhrase)\n")
+            // An RFC 9457 body: its title and detail, on one line each, control characters gone.
+            if let problem = response.problem {
+                if let title = problem.displayTitle { StandardError.writeText("  \(title)\n") }
+                if let detail = problem.displayDetail { StandardError.writeText("  \(detail)\n") }
+            }
         }
         return status
     }

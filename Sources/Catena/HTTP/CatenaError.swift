@@ -39,6 +39,18 @@ public struct CatenaError: Error, Sendable {
         public static let resetInProgress = Code(rawValue: "reset in progress")
         /// The connection failed after it was made (closed early, protocol error).
         public static let connectionLost = Code(rawValue: "connection lost")
+        /// The call would have waited for its origin's rate limit longer than
+        /// ``RateLimitMiddleware`` lets it; the detail says when the quota comes back.
+        /// Nothing was sent.
+        public static let rateLimited = Code(rawValue: "rate limited")
+        /// The origin's circuit is open after repeated failures
+        /// (``CircuitBreakerMiddleware``); the detail says when it lets a call try
+        /// again. Nothing was sent.
+        public static let circuitOpen = Code(rawValue: "circuit open")
+        /// The call failed and was not retried, because the origin's ``RetryBudget``
+        /// was spent; the original error is ``CatenaError/underlyingError``, its
+        /// response ``CatenaError/response``.
+        public static let retryBudgetExhausted = Code(rawValue: "retry budget exhausted")
         /// Anything else; see ``CatenaError/underlyingError``.
         public static let unknown = Code(rawValue: "unknown")
     }
@@ -110,7 +122,8 @@ public struct CatenaError: Error, Sendable {
 }
 
 extension CatenaError: CustomStringConvertible, LocalizedError {
-    /// "GET http://host/path: unacceptable status 404 Not Found", with secrets hidden.
+    /// "GET http://host/path: unacceptable status 404 Not Found", with secrets hidden;
+    /// with an RFC 9457 problem body, its title follows the status.
     public var description: String {
         // A request that could not be built has no URL to name; the detail names the endpoint.
         let unbuilt = request.host == nil && request.percentEncodedPath.isEmpty && request.percentEncodedQuery == nil
@@ -118,6 +131,8 @@ extension CatenaError: CustomStringConvertible, LocalizedError {
         if code == .unacceptableStatus, let response {
             text += " \(response.status.code)"
             if !response.status.reasonPhrase.isEmpty { text += " \(response.status.reasonPhrase)" }
+            // The problem's title only: a summary of its type, where `detail` may echo the request.
+            if let title = response.problem?.displayTitle, !title.isEmpty { text += " (\(title))" }
         }
         if let detail { text += ": \(detail)" }
         if let underlyingError, !(underlyingError is CancellationError) {

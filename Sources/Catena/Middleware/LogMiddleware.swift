@@ -66,7 +66,7 @@ public struct LogMiddleware: HTTPMiddleware {
             logger.log(
                 level: level,
                 "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
-                metadata: headers(response.headerFields, redaction))
+                metadata: headers(response.headerFields, redaction, problem: response.status.code >= 400 ? response.problem : nil))
             return response
         } catch {
             let elapsed = ContinuousClock.now - start
@@ -88,13 +88,21 @@ public struct LogMiddleware: HTTPMiddleware {
         return request
     }
 
-    private func headers(_ fields: HTTPFields, _ redaction: Redaction) -> Logger.Metadata {
-        guard logsHeaders, !fields.isEmpty else { return [:] }
-        return ["headers": "\(redaction.describe(fields))"]
+    /// The headers, when logged, and an RFC 9457 problem's type and title (never its
+    /// detail or members, which may echo what the request sent).
+    private func headers(_ fields: HTTPFields, _ redaction: Redaction, problem: ProblemDetails? = nil) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [:]
+        if logsHeaders, !fields.isEmpty { metadata["headers"] = "\(redaction.describe(fields))" }
+        if let problem {
+            metadata["problem.type"] = "\(ProblemDetails.printable(problem.type, limit: 200))"
+            if let title = problem.displayTitle { metadata["problem.title"] = "\(title)" }
+        }
+        return metadata
     }
 
     private static func summary(_ error: CatenaError) -> String {
-        "\(error.code)\(error.detail.map { ": \($0)" } ?? "")"
+        let problem = error.problem?.displayTitle.map { " (\($0))" } ?? ""
+        return "\(error.code)\(problem)\(error.detail.map { ": \($0)" } ?? "")"
     }
 }
 

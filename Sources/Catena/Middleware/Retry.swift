@@ -108,6 +108,8 @@ public enum RetryAttempt: RequestOption {
 public struct RetryMiddleware: HTTPMiddleware {
     /// The strategy for requests that do not set their own.
     public let strategy: RetryStrategy
+    /// The budget retries are spent from, when there is one.
+    public let budget: RetryBudget?
     private let clock: any RetryClock
     private let random: @Sendable (Double) -> Double
 
@@ -116,12 +118,14 @@ public struct RetryMiddleware: HTTPMiddleware {
     /// - Parameters:
     ///   - strategy: which failures are retried, how often, and how long to wait.
     ///   - clock: what to wait on; inject a virtual clock in tests.
-    ///   - random: returns a value in `0...upperBound`; for jitter.
+    ///   - budget: limits retries to each origin to a share of its successful calls;
+    ///     a retry it refuses ends the call (see ``RetryBudget``).
     public init(
-        _ strategy: RetryStrategy = .standard, clock: any RetryClock = SystemRetryClock(),
+        _ strategy: RetryStrategy = .standard, budget: RetryBudget? = nil, clock: any RetryClock = SystemRetryClock(),
         random: @escaping @Sendable (_ upperBound: Double) -> Double = { Double.random(in: 0...$0) }
     ) {
         self.strategy = strategy
+        self.budget = budget
         self.clock = clock
         self.random = random
     }
@@ -153,7 +157,14 @@ public struct RetryMiddleware: HTTPMiddleware {
                 let response = try await next.load(attemptRequest)
                 guard retries(after: response.request),
                     let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent && mayBeInProgress)
-                else { return response }
+                else {
+                    if response.status.code < 500 && response.status.code != 429 { budget?.recordSuccess(for: response.request) }
+                    return response
+                }
+                guard budget?.withdraw(for: response.request) ?? true else {
+                    request.report(.retryBudgetExhausted)
+                    return response
+                }
                 delay = wait
                 reason = .status(response.status.code)
                 if response.status.code != 429 { mayBeInProgress = true }
@@ -162,7 +173,12 @@ public struct RetryMiddleware: HTTPMiddleware {
                 let retryable =
                     retries(after: error.response?.request ?? error.request) && code != .cancelled && code != .resetInProgress
                     && (strategy.errorCodes.contains(code) || (code == .unacceptableStatus && error.response != nil))
-                guard retryable else { throw error }
+                guard retryable else {
+                    if code == .unacceptableStatus, let status = error.response?.status.code, status < 500, status != 429 {
+                        budget?.recordSuccess(for: error.response?.request ?? error.request)
+                    }
+                    throw error
+                }
                 if code == .unacceptableStatus, let response = error.response {
                     guard
                         let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent && mayBeInProgress)
@@ -177,6 +193,12 @@ public struct RetryMiddleware: HTTPMiddleware {
                     delay = backoff(beforeRetry: attempt, strategy: strategy)
                     reason = .error(code)
                     if code != .cannotConnect { mayBeInProgress = true }
+                }
+                guard budget?.withdraw(for: error.response?.request ?? error.request) ?? true else {
+                    request.report(.retryBudgetExhausted)
+                    throw CatenaError(
+                        .retryBudgetExhausted, request: error.request, response: error.response, underlyingError: error,
+                        detail: "not retried: the retry budget of \((error.response?.request ?? error.request).originName) is spent")
                 }
             }
             request.report(.retrying(attempt: attempt + 1, delay: delay, after: reason))

@@ -3,7 +3,8 @@
 ///
 /// Loaders report only what the caller cannot see from the outcome alone: the attempts
 /// ``RetryMiddleware`` made, the token refreshes ``TokenAuthMiddleware`` waited for, what ``CacheMiddleware``
-/// decided, and the sends a transport repeated on its own.
+/// decided, the sends a transport repeated on its own, and what the health middleware
+/// did (paced, held, budget spent, circuit changed, hedged).
 public enum CallEvent: Sendable, Equatable {
     /// ``RetryMiddleware`` is about to wait `delay` and send attempt number `attempt` (2, 3, …),
     /// because the previous attempt ended as `after` says.
@@ -21,6 +22,23 @@ public enum CallEvent: Sendable, Equatable {
     /// the request to its HTTP client (once per exchange: each attempt and each
     /// redirect hop has its own).
     case responseHead(status: Int, after: Duration)
+    /// ``RateLimitMiddleware`` held this call `waited` before letting it go: for the
+    /// origin's quota, or, when `byRetryAfter`, for a `Retry-After` that holds it.
+    case rateLimitWait(waited: Duration, byRetryAfter: Bool)
+    /// This call's answer (a 429 or 503) holds its origin for `for`: every call to it
+    /// waits until then.
+    case rateLimitHold(for: Duration)
+    /// ``RetryMiddleware`` did not retry this call, or ``HedgeMiddleware`` did not
+    /// hedge it, because the origin's ``RetryBudget`` was spent.
+    case retryBudgetExhausted
+    /// This call moved its origin's circuit to `state` (``CircuitBreakerMiddleware``):
+    /// its failure opened it, it is the probe of a half-open circuit, or its success
+    /// closed it.
+    case circuit(CircuitState)
+    /// ``HedgeMiddleware`` sent a second attempt, `after` the first had no answer.
+    case hedgeSent(after: Duration)
+    /// The hedged attempt answered first; the first attempt was cancelled.
+    case hedgeWon
     /// A transport produced a request body of `bytes` bytes to send (once per
     /// attempt; a streamed body only when its length is known).
     case bodySent(bytes: Int64)
@@ -42,6 +60,17 @@ public enum CallEvent: Sendable, Equatable {
         /// A stale entry the server confirmed with 304.
         case revalidated
     }
+}
+
+/// The states of a ``CircuitBreakerMiddleware``'s circuit for one origin.
+public enum CircuitState: String, Sendable, Equatable {
+    /// Calls go through; failures are counted.
+    case closed
+    /// Calls fail at once with ``CatenaError/Code/circuitOpen`` until the cool-down ends.
+    case open
+    /// The cool-down is over: one probe call goes through, and its outcome closes or
+    /// opens the circuit again.
+    case halfOpen = "half_open"
 }
 
 /// Receives the ``CallEvent``s of calls. Set on a request with

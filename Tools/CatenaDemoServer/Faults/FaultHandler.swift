@@ -95,6 +95,38 @@ final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard counters.apply(idempotencyKey ?? "tag:" + tag, once: idempotencyKey != nil) else { return respond("200 OK") }
             done = true
             channel.close(promise: nil)
+        case .slowTail:
+            let query = components?.queryItems ?? []
+            let every = query.first { $0.name == "every" }?.value.flatMap(Int.init).map { min(max(1, $0), 1_000_000) } ?? 100
+            let delay = query.first { $0.name == "ms" }?.value.flatMap(Int64.init).map { min(max(0, $0), 10_000) } ?? 1000
+            let number = counters.tail.wrappingAdd(1, ordering: .relaxed).newValue
+            guard number % every == 0 else { return respond("200 OK", body: #"{"slow":false}"#) }
+            let channel = channel
+            channel.eventLoop.scheduleTask(in: .milliseconds(delay)) {
+                let body = #"{"slow":true}"#
+                channel.writeAndFlush(
+                    ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\nContent-Type: application/json\r\n\r\n\(body)"),
+                    promise: nil)
+            }
+        case .hostileRateLimit:
+            respond(
+                "429 Too Many Requests",
+                [
+                    "Retry-After: 99999999999999999999",
+                    #"RateLimit: "x";r=-1;t=99999999999999999, "y";r=0;t=1e400, garbage=("#,
+                    #"RateLimit-Policy: "x";q=0;w=0, "z";q=-5;w=99999999999999"#,
+                    "X-RateLimit-Remaining: -5",
+                    "X-RateLimit-Reset: 1e308",
+                    "X-RateLimit-Limit: 99999999999999999999999999",
+                ], body: #"{"error":"slow down"}"#)
+        case .hostileProblem:
+            let title = #"Out of \u001b[31mcredit\u001b[0m\n\rFAKE: log line\u202etxt.exe"#  // JSON escapes: the decoded title holds them
+            let nested = String(repeating: "[", count: 200) + String(repeating: "]", count: 200)
+            let body =
+                #"{"type":42,"title":""# + title + #"","status":"oops","detail":""# + String(repeating: "d", count: 100_000)
+                + #"","instance":null,"deep":"# + nested + "}"
+            let head = "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/problem+json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+            write(head + body)
         case .truncated:
             closeAfter("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + String(repeating: "x", count: 100))
         case .reset:

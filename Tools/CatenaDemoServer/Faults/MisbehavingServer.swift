@@ -107,6 +107,18 @@ public final class MisbehavingServer: Sendable {
         /// one, every request is applied (counted under `?tag=`). See
         /// ``MisbehavingServer/applied(_:)``.
         case cutAfterApply = "cut-after-apply"
+        /// A slow tail, for hedging: of the requests to this path, every `?every=N`th
+        /// (default 100, counted across the server) is answered after `?ms=M` (default
+        /// 1000, at most 10,000) with `{"slow":true}`; the others at once with
+        /// `{"slow":false}`.
+        case slowTail = "slow-tail"
+        /// A 429 whose rate-limit fields are absurd: negative counts, resets of 10¹⁷
+        /// seconds, a `Retry-After` of 10²⁰ seconds, malformed structured fields.
+        case hostileRateLimit = "ratelimit-hostile"
+        /// A 500 `application/problem+json` body made to hurt: terminal escapes,
+        /// newlines and a bidirectional override in its title, members of the wrong
+        /// types, a 100 KB detail and an extension nested 200 deep.
+        case hostileProblem = "problem-hostile"
     }
 
     /// The body of ``Fault/ok`` and ``Fault/gzip``, and of each challenge.
@@ -163,6 +175,8 @@ public final class MisbehavingServer: Sendable {
 /// Counts accepted connections, and requests applied by ``MisbehavingServer/Fault/cutAfterApply``.
 final class Counters: Sendable {
     private let value = Atomic<Int>(0)
+    /// Requests to ``MisbehavingServer/Fault/slowTail`` so far.
+    let tail = Atomic<Int>(0)
     private let appliedCounts = Locked<[String: Int]>([:])
     func accepted() { value.add(1, ordering: .relaxed) }
     var count: Int { value.load(ordering: .relaxed) }

@@ -38,6 +38,7 @@ enum DemoRoutes {
         CacheRoutes.add(to: router)
         StreamRoutes.add(to: router)
         IdempotencyRoutes.add(to: router)
+        HealthRoutes.add(to: router)
         return router
     }
 

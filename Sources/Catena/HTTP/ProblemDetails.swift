@@ -1,0 +1,123 @@
+public import Foundation
+
+/// An error body in the shape RFC 9457 gives HTTP APIs (`application/problem+json`):
+/// what kind of problem (`type`), a short summary (`title`), this occurrence's
+/// explanation (`detail`), and any members of the API's own.
+///
+/// Read from a response with ``APIResponse/problem`` and from a failed call with
+/// ``CatenaError/problem``. As the RFC says, a member of the wrong type is ignored, not
+/// fatal: a `"status": "oops"` leaves `status` nil. The text is the server's: show it
+/// with ``displayTitle`` and ``displayDetail``, which drop control characters and cap
+/// the length.
+public struct ProblemDetails: Sendable, Hashable {
+    /// A URI naming the problem type; "about:blank" when the body gives none.
+    public var type: String
+    /// A short summary of the problem type.
+    public var title: String?
+    /// The status code the server meant (the response's own is authoritative).
+    public var status: Int?
+    /// An explanation of this occurrence.
+    public var detail: String?
+    /// A URI naming this occurrence.
+    public var instance: String?
+    /// The API's own members, such as `balance` or `errors`.
+    public var extensions: [String: Value]
+
+    /// A JSON value of an extension member.
+    public indirect enum Value: Sendable, Hashable, Decodable {
+        case null
+        case bool(Bool)
+        case number(Double)
+        case string(String)
+        case array([Value])
+        case object([String: Value])
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() {
+                self = .null
+            } else if let value = try? container.decode(Bool.self) {
+                self = .bool(value)
+            } else if let value = try? container.decode(Double.self) {
+                self = .number(value)
+            } else if let value = try? container.decode(String.self) {
+                self = .string(value)
+            } else if let value = try? container.decode([Value].self) {
+                self = .array(value)
+            } else {
+                self = .object(try container.decode([String: Value].self))
+            }
+        }
+    }
+
+    /// A problem.
+    public init(
+        type: String = "about:blank", title: String? = nil, status: Int? = nil, detail: String? = nil, instance: String? = nil,
+        extensions: [String: Value] = [:]
+    ) {
+        self.type = type
+        self.title = title
+        self.status = status
+        self.detail = detail
+        self.instance = instance
+        self.extensions = extensions
+    }
+
+    /// The problem in `data`, a JSON object; nil when it is not one.
+    public init?(json data: Data) {
+        guard let members = try? JSONDecoder().decode([String: Value].self, from: data) else { return nil }
+        func text(_ name: String) -> String? {
+            if case .string(let value) = members[name] { return value }
+            return nil
+        }
+        type = text("type") ?? "about:blank"
+        title = text("title")
+        detail = text("detail")
+        instance = text("instance")
+        if case .number(let value) = members["status"], value.rounded() == value, (100...599).contains(value) { status = Int(value) }
+        extensions = members.filter { !["type", "title", "status", "detail", "instance"].contains($0.key) }
+    }
+
+    /// The media type of a problem body.
+    public static let mediaType = "application/problem+json"
+
+    /// ``title`` as it may be shown: control characters replaced, at most 200 characters.
+    public var displayTitle: String? { title.map { Self.printable($0, limit: 200) } }
+    /// ``detail`` as it may be shown: control characters replaced, at most 1,000 characters.
+    public var displayDetail: String? { detail.map { Self.printable($0, limit: 1000) } }
+
+    /// `text` on one line, without control or bidirectional-override characters, cut
+    /// at `limit` characters.
+    package static func printable(_ text: String, limit: Int) -> String {
+        var result = ""
+        var count = 0
+        for scalar in text.unicodeScalars {
+            guard count < limit else {
+                result += "…"
+                break
+            }
+            let value = scalar.value
+            let control = value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+            result.unicodeScalars.append(control ? " " : scalar)
+            count += 1
+        }
+        return result
+    }
+}
+
+extension APIResponse {
+    /// The body as problem details, when the response says it is one
+    /// (`Content-Type: application/problem+json`) and it reads as a JSON object.
+    public var problem: ProblemDetails? {
+        guard let type = headerFields[.contentType],
+            type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() == ProblemDetails.mediaType
+        else { return nil }
+        return ProblemDetails(json: body)
+    }
+}
+
+extension CatenaError {
+    /// The problem details of the response this error carries, when it has one; see
+    /// ``ProblemDetails``.
+    public var problem: ProblemDetails? { response?.problem }
+}

@@ -1,0 +1,335 @@
+import Foundation
+import HTTPTypes
+
+/// Keeps each origin's calls within the rate limit it announces, so that a fan-out
+/// waits its turn instead of running into 429s.
+///
+/// - **Announced limits.** Every response's rate-limit fields (``RateLimitStatus``:
+///   IETF `RateLimit`/`RateLimit-Policy`, `X-RateLimit-*`) say how many calls are left
+///   and when the quota comes back. Calls are let through while some are left; then
+///   they wait for the reset. Calls in flight are counted as spent, so a fan-out cannot
+///   overshoot while answers are still on their way, and an answer from an earlier
+///   window does not overwrite the current one.
+/// - **Learning first.** Until an origin's first answer is in, one call at a time goes
+///   to it (`learnsFirst`), so that a fan-out as the very first thing is paced too.
+/// - **`Retry-After`.** A 429 or 503 with `Retry-After` holds the whole origin: every
+///   call to it waits until then, not only the one that was told. The hold is capped
+///   at `maxHold`; a 429 without `Retry-After` or rate-limit fields holds it a second.
+/// - **Declared limits.** `declared` gives a limit for hosts that document one without
+///   sending fields: at most `calls` in any `window` (a sliding window, so no window of
+///   the server's, wherever it starts, sees more).
+///
+/// A call never waits longer than `maxWait` in all: one that would fails at once with
+/// ``CatenaError/Code/rateLimited``, naming the origin and when its quota comes back.
+/// Waiting ends at once when the calling task is cancelled (``CatenaError/Code/cancelled``);
+/// ``reset()`` forgets what was learned.
+///
+/// Put it below ``RetryMiddleware``, so each attempt is paced, and above the transport.
+/// State is kept per origin (`scheme://host:port`), or per the key `partition` returns
+/// (to keep one API key's quota apart from another's).
+public struct RateLimitMiddleware: HTTPMiddleware {
+    /// A limit of `calls` per `window`.
+    public struct Quota: Sendable, Hashable {
+        /// Calls allowed in any window.
+        public var calls: Int
+        /// The window's length.
+        public var window: Duration
+
+        /// At most `calls` (at least 1) in any `window`.
+        public init(_ calls: Int, per window: Duration) {
+            self.calls = max(1, calls)
+            self.window = max(.milliseconds(1), window)
+        }
+    }
+
+    /// The longest a call waits for its turn, in all.
+    public let maxWait: Duration
+    /// The longest a `Retry-After` holds an origin.
+    public let maxHold: Duration
+    /// Whether an origin's first call goes alone, to learn its limits.
+    public let learnsFirst: Bool
+    private let declared: [String: Quota]
+    private let partition: (@Sendable (APIRequest) -> String)?
+    private let clock: any RetryClock
+    private let origins: OriginTable<LimiterState>
+
+    /// A rate limiter.
+    ///
+    /// - Parameters:
+    ///   - declared: limits for hosts that do not announce theirs, by `"host"` or
+    ///     `"host:port"`.
+    ///   - maxWait: the longest a call waits for its turn before it fails with
+    ///     ``CatenaError/Code/rateLimited``.
+    ///   - maxHold: the longest a `Retry-After` holds an origin.
+    ///   - learnsFirst: send an origin's first call alone, so that its answer's limits
+    ///     pace the calls after it.
+    ///   - partition: the key state is kept under; by default the origin. Return the
+    ///     origin and an account's name to keep accounts apart.
+    ///   - clock: what to wait on; inject a virtual clock in tests.
+    public init(
+        declared: [String: Quota] = [:], maxWait: Duration = .seconds(30), maxHold: Duration = .seconds(60), learnsFirst: Bool = true,
+        partition: (@Sendable (APIRequest) -> String)? = nil, clock: any RetryClock = SystemRetryClock()
+    ) {
+        self.declared = Dictionary(declared.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.maxWait = max(.zero, maxWait)
+        self.maxHold = max(.zero, maxHold)
+        self.learnsFirst = learnsFirst
+        self.partition = partition
+        self.clock = clock
+        self.origins = OriginTable { LimiterState() }
+    }
+
+    public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
+        let key = partition?(request) ?? request.originKey
+        let ticket = try await admit(request, key: key)
+        let result = await next.result(for: request)
+        let held = origins.withState(key) { state in
+            state.finish(ticket, response: try? result.get(), now: clock.now(), maxHold: maxHold)
+        }
+        if let held { request.report(.rateLimitHold(for: held)) }
+        return try result.get()
+    }
+
+    /// Forgets every origin's limits and holds; calls waiting decide again.
+    public func reset() async {
+        origins.forEach { $0.forget() }
+    }
+
+    /// Waits until `request` may go, and takes its place in the quota.
+    private func admit(_ request: APIRequest, key: String) async throws(CatenaError) -> LimiterState.Ticket {
+        let start = clock.now()
+        let quota = declaredQuota(for: request)
+        var waited: (Duration, byRetryAfter: Bool)?
+        defer {
+            if let waited { request.report(.rateLimitWait(waited: waited.0, byRetryAfter: waited.byRetryAfter)) }
+        }
+        while true {
+            if Task.isCancelled { throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting for the rate limit") }
+            let now = clock.now()
+            let decision = origins.withState(key) { $0.decide(now: now, declared: quota, learnsFirst: learnsFirst) }
+            let elapsed = Duration.seconds(max(0, now.timeIntervalSince(start)))
+            switch decision {
+            case .go(let ticket):
+                if elapsed > .zero { waited = (elapsed, waited?.byRetryAfter ?? false) }
+                return ticket
+            case .wait(let until, let byRetryAfter):
+                let delay = Duration.seconds(max(0, until.timeIntervalSince(now)))
+                guard elapsed + delay <= maxWait else {
+                    let reason = byRetryAfter ? "is held by Retry-After" : "has no calls left"
+                    throw CatenaError(
+                        .rateLimited, request: request,
+                        detail:
+                            "\(request.originName) \(reason) for \(Self.describe(delay)), longer than this call may wait (\(Self.describe(maxWait - elapsed)) left of \(Self.describe(maxWait)))"
+                    )
+                }
+                waited = (elapsed, byRetryAfter || (waited?.byRetryAfter ?? false))
+                do {
+                    try await clock.sleep(for: delay)
+                } catch {
+                    throw CatenaError(.cancelled, request: request, underlyingError: error, detail: "cancelled while waiting for the rate limit")
+                }
+            case .waitForNews(let id):
+                waited = (elapsed, waited?.byRetryAfter ?? false)
+                await waitForNews(key: key, id: id)
+            }
+        }
+    }
+
+    /// Waits until a call in flight to `key` finishes (or the table is reset, or the
+    /// task is cancelled); the caller then decides again.
+    private func waitForNews(key: String, id: UInt64) async {
+        let origins = origins
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // Cancelled before joining: the handler below has run, or will find nothing.
+                let queued = origins.withState(key) { state in
+                    !Task.isCancelled && state.enqueue(.init(id: id, continuation: continuation))
+                }
+                if !queued { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = origins.withState(key) { state in state.removeWaiter(id) }
+            waiter?.continuation.resume()
+        }
+    }
+
+    private func declaredQuota(for request: APIRequest) -> Quota? {
+        guard !declared.isEmpty, let host = request.host?.lowercased() else { return nil }
+        if let port = request.port, let quota = declared["\(host):\(port)"] { return quota }
+        return declared[host]
+    }
+
+    static func describe(_ duration: Duration) -> String {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return seconds < 10 ? String(format: "%.1f s", seconds) : "\(Int(seconds.rounded())) s"
+    }
+}
+
+/// One origin's limits, as learned from its answers and declared by the user.
+struct LimiterState: OriginState {
+    /// A server's policy, in its current window.
+    struct Window {
+        var remaining: Int
+        /// When the quota comes back; nil when not known.
+        var end: Date?
+        /// Whether `end` was guessed from the last window's length, to be replaced by
+        /// the first answer of this window.
+        var endIsGuessed = false
+        var quota: Int?
+        var length: Duration?
+        /// Counts windows, so that an answer from an earlier one is told apart.
+        var generation = 0
+    }
+
+    /// A call that was let through: what it must report back when it ends.
+    struct Ticket: Sendable {
+        let generations: [String: Int]
+        let probe: Bool
+    }
+
+    struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, Never>
+    }
+
+    enum Decision {
+        case go(Ticket)
+        case wait(until: Date, byRetryAfter: Bool)
+        case waitForNews(id: UInt64)
+    }
+
+    var windows: [String: Window] = [:]
+    /// Send times of the last calls, for a declared limit (oldest first).
+    var sent: [Date] = []
+    var holdUntil: Date?
+    var learned = false
+    var probing = false
+    var inFlight = 0
+    var waiters: [Waiter] = []
+    var nextWaiterID: UInt64 = 0
+
+    var isIdle: Bool { inFlight == 0 && waiters.isEmpty }
+
+    mutating func decide(now: Date, declared: RateLimitMiddleware.Quota?, learnsFirst: Bool) -> Decision {
+        if let holdUntil {
+            if holdUntil > now { return .wait(until: holdUntil, byRetryAfter: true) }
+            self.holdUntil = nil
+        }
+        for (name, window) in windows {
+            guard let end = window.end, end <= now else { continue }
+            // The window is over: a known quota starts afresh, an unknown one is learned again.
+            guard let quota = window.quota else {
+                windows[name] = nil
+                continue
+            }
+            var next = Window(remaining: quota, quota: quota, length: window.length, generation: window.generation + 1)
+            if let length = window.length {
+                next.end = end.addingTimeInterval(length.seconds)
+                next.endIsGuessed = true
+            }
+            windows[name] = next
+        }
+        if let declared {
+            let windowStart = now.addingTimeInterval(-declared.window.seconds)
+            sent.removeAll { $0 <= windowStart }
+            if sent.count >= declared.calls { return .wait(until: sent[sent.count - declared.calls].addingTimeInterval(declared.window.seconds), byRetryAfter: false) }
+        }
+        for (name, window) in windows where window.remaining <= 0 {
+            if let end = window.end { return .wait(until: end, byRetryAfter: false) }
+            // Spent, with no reset known: the calls in flight will tell; with none, forget it.
+            guard inFlight == 0 else { return newsWait() }
+            windows[name] = nil
+        }
+        if learnsFirst && !learned && probing { return newsWait() }
+        for name in windows.keys { windows[name]!.remaining -= 1 }
+        if declared != nil { sent.append(now) }
+        let probe = !learned && !probing
+        if probe { probing = true }
+        inFlight += 1
+        return .go(Ticket(generations: windows.mapValues(\.generation), probe: probe))
+    }
+
+    private mutating func newsWait() -> Decision {
+        nextWaiterID += 1
+        return .waitForNews(id: nextWaiterID)
+    }
+
+    /// Records a call's end; returns how long its answer holds the origin, if it does.
+    /// Wakes every waiter, to decide again.
+    mutating func finish(_ ticket: Ticket, response: APIResponse?, now: Date, maxHold: Duration) -> Duration? {
+        inFlight -= 1
+        if ticket.probe { probing = false }
+        defer { wakeAll() }
+        guard let response else { return nil }
+        learned = true
+        let statuses = RateLimitStatus.statuses(in: response.headerFields, now: now)
+        for status in statuses {
+            let end = now.addingTimeInterval(status.reset.seconds)
+            guard var window = windows[status.policy] else {
+                windows[status.policy] = Window(remaining: status.remaining, end: end, quota: status.quota, length: status.window)
+                continue
+            }
+            // An answer from an earlier window says nothing about this one.
+            if let generation = ticket.generations[status.policy], generation != window.generation { continue }
+            window.remaining = min(window.remaining, status.remaining)
+            // Each answer bounds the reset from above (the server rounds up); the
+            // tightest bound wins, and the first answer replaces a guess.
+            if let known = window.end, !window.endIsGuessed { window.end = min(known, end) } else { window.end = end }
+            window.endIsGuessed = false
+            window.quota = status.quota ?? window.quota
+            window.length = status.window ?? window.length
+            windows[status.policy] = window
+        }
+        let code = response.status.code
+        guard code == 429 || code == 503 else { return nil }
+        // A 429 that says nothing usable about when holds the origin a second.
+        let said = response.headerFields[.retryAfter].flatMap { Self.retryAfter($0, now: now) }
+        guard let hold = said ?? (code == 429 && statuses.isEmpty ? .seconds(1) : nil) else { return nil }
+        let capped = min(hold, maxHold)
+        let until = now.addingTimeInterval(capped.seconds)
+        holdUntil = max(holdUntil ?? until, until)
+        return capped
+    }
+
+    /// `Retry-After` as ``RetryMiddleware`` reads it, and a number of seconds too large
+    /// for an integer as the longest hold.
+    static func retryAfter(_ value: String, now: Date) -> Duration? {
+        if let parsed = RetryMiddleware.parseRetryAfter(value, now: now) { return parsed }
+        let digits = value.trimmingCharacters(in: .whitespaces)
+        return !digits.isEmpty && digits.utf8.allSatisfy({ (48...57).contains($0) }) ? RateLimitStatus.longestReset : nil
+    }
+
+    /// Queues a waiter, unless a call ended since it decided to wait, or none is in
+    /// flight to end (then it decides again).
+    mutating func enqueue(_ waiter: Waiter) -> Bool {
+        guard waiter.id > lastWake, inFlight > 0 else { return false }
+        waiters.append(waiter)
+        return true
+    }
+
+    /// The id of the last waiter handed out when everyone was last woken.
+    private var lastWake: UInt64 = 0
+
+    mutating func removeWaiter(_ id: UInt64) -> Waiter? {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+        return waiters.remove(at: index)
+    }
+
+    /// Forgets what was learned and held; keeps the count of calls in flight, which
+    /// still end here, and wakes the waiters to decide afresh.
+    mutating func forget() {
+        windows = [:]
+        sent = []
+        holdUntil = nil
+        learned = false
+        wakeAll()
+    }
+
+    private mutating func wakeAll() {
+        lastWake = nextWaiterID
+        let woken = waiters
+        waiters.removeAll()
+        for waiter in woken { waiter.continuation.resume() }
+    }
+}
+

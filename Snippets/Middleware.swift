@@ -69,6 +69,43 @@ let routed = Composite(
     fallback: chain)
 // snippet.end
 
+// snippet.health
+let budget = RetryBudget()  // retries and hedges: at most 10 % of successes, plus 1 a second
+let healthy =
+    EnvironmentMiddleware(ServerEnvironment(scheme: "http", host: "127.0.0.1", port: server.port))
+    --> HedgeMiddleware(budget: budget)  // a second GET when the first is slower than the origin's p95
+    --> RetryMiddleware(budget: budget)
+    --> CircuitBreakerMiddleware()  // 5 failures in a row: fail at once for 5 s, then one probe
+    --> RateLimitMiddleware(declared: ["legacy.example": .init(10, per: .seconds(1))])
+    --> ValidationMiddleware()
+    --> AsyncHTTPClientTransport()
+// snippet.end
+
+// snippet.quota
+// 1 call, then 100 at once, against a route that allows 50 a second: no 429, about 2 s.
+let limited = try APIRequest(.get, path: ["api", "limited"], query: [.init(name: "quota", value: "50")])
+_ = try await healthy.load(limited)
+try await withThrowingTaskGroup(of: Void.self) { group in
+    for _ in 0..<100 { group.addTask { _ = try await healthy.load(limited) } }
+    try await group.waitForAll()
+}
+// snippet.end
+
+// snippet.problem
+do {
+    _ = try await healthy.load(try APIRequest(.get, path: ["api", "problem"]))
+} catch {
+    if let problem = error.problem {  // RFC 9457: application/problem+json
+        print(problem.displayTitle ?? "", problem.extensions["balance"] ?? .null)  // You do not have enough credit. number(30.0)
+    }
+    switch error.code {
+    case .rateLimited, .circuitOpen: print("not sent:", error.detail ?? "")  // says when to try again
+    case .retryBudgetExhausted: print("gave up without retrying:", error.underlyingError ?? error)
+    default: print(error)
+    }
+}
+// snippet.end
+
 // snippet.hide
 _ = try await routed.load(try APIRequest(.get, path: ["api", "users", "2"]))
 _ = tagged

@@ -7,7 +7,9 @@ struct Settings {
     var rounds = 15
     var inFlight = 64
     /// The sections to run; all by default.
-    static let allSections: Set<String> = ["http", "https", "network", "operations", "cache", "soak", "stream", "observability", "openapi", "hostile"]
+    static let allSections: Set<String> = [
+        "http", "https", "network", "operations", "cache", "soak", "stream", "observability", "openapi", "hostile", "health",
+    ]
     var sections = Self.allSections
     /// Calls per transport in the soak.
     var soakRequests = 100_000
@@ -42,7 +44,7 @@ struct Settings {
                 sections = [text!]
             default:
                 print(
-                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--server-process] [--loops N] [--only http|https|network|operations|cache|soak|stream|observability|openapi|hostile]"
+                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--server-process] [--loops N] [--only http|https|network|operations|cache|soak|stream|observability|openapi|hostile|health]"
                 )
                 exit(2)
             }

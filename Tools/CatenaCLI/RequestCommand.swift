@@ -302,10 +302,11 @@ struct RequestCall: ParsableArguments {
         if response.status.code >= 400 {
             // A script's log shows why the status is not 0, also for an empty body.
             StandardError.writeText("error: the server answered \(response.status.code) \(response.status.reasonPhrase)\n")
-            // An RFC 9457 body: its title and detail, on one line each, control characters gone.
+            // An RFC 9457 body: its title and detail, on one line each, control characters
+            // gone, and any secret the request sent that the server echoed redacted.
             if let problem = response.problem {
-                if let title = problem.displayTitle { StandardError.writeText("  \(title)\n") }
-                if let detail = problem.displayDetail { StandardError.writeText("  \(detail)\n") }
+                if let title = problem.displayTitle { StandardError.writeText("  \(redaction.scrub(title, secretsOf: response.request))\n") }
+                if let detail = problem.displayDetail { StandardError.writeText("  \(redaction.scrub(detail, secretsOf: response.request))\n") }
             }
         }
         return status

@@ -63,9 +63,14 @@ public struct ProblemDetails: Sendable, Hashable {
         self.extensions = extensions
     }
 
-    /// The problem in `data`, a JSON object; nil when it is not one.
+    /// The largest body read as a problem: a problem is a few lines, and every
+    /// description of the error reads it again.
+    public static let maximumSize = 256 * 1024
+
+    /// The problem in `data`, a JSON object of at most ``maximumSize`` bytes; nil when
+    /// it is not one.
     public init?(json data: Data) {
-        guard let members = try? JSONDecoder().decode([String: Value].self, from: data) else { return nil }
+        guard data.count <= Self.maximumSize, let members = try? JSONDecoder().decode([String: Value].self, from: data) else { return nil }
         func text(_ name: String) -> String? {
             if case .string(let value) = members[name] { return value }
             return nil
@@ -86,8 +91,8 @@ public struct ProblemDetails: Sendable, Hashable {
     /// ``detail`` as it may be shown: control characters replaced, at most 1,000 characters.
     public var displayDetail: String? { detail.map { Self.printable($0, limit: 1000) } }
 
-    /// `text` on one line, without control or bidirectional-override characters, cut
-    /// at `limit` characters.
+    /// `text` on one line, without control, line-separator or bidirectional
+    /// characters, cut at `limit` characters.
     package static func printable(_ text: String, limit: Int) -> String {
         var result = ""
         var count = 0
@@ -97,11 +102,36 @@ public struct ProblemDetails: Sendable, Hashable {
                 break
             }
             let value = scalar.value
-            let control = value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+            // C0 and C1 controls, bidirectional marks and overrides, line and paragraph separators.
+            let control =
+                value < 0x20 || (0x7F...0x9F).contains(value) || value == 0x061C || (0x200E...0x200F).contains(value)
+                || (0x2028...0x202E).contains(value) || (0x2066...0x2069).contains(value)
             result.unicodeScalars.append(control ? " " : scalar)
             count += 1
         }
         return result
+    }
+}
+
+extension Redaction {
+    /// `text` with every secret the request carried (values of secret header fields,
+    /// their credentials after a scheme such as `Bearer`, values of secret query items)
+    /// replaced by `<redacted>`: for text a server wrote that may echo them.
+    package func scrub(_ text: String, secretsOf request: APIRequest) -> String {
+        var secrets: [String] = []
+        for field in request.headerFields where isSecretHeader(field.name) {
+            secrets.append(field.value)
+            if let space = field.value.firstIndex(of: " ") { secrets.append(String(field.value[field.value.index(after: space)...])) }
+        }
+        for item in request.queryItems where isSecretQueryItem(item.name) {
+            if let value = item.value { secrets.append(value) }
+        }
+        var scrubbed = text
+        // The longest first, so that a credential's part never leaves the rest showing.
+        for secret in secrets.sorted(by: { $0.count > $1.count }) where secret.count >= 4 {
+            scrubbed = scrubbed.replacingOccurrences(of: secret, with: "<redacted>")
+        }
+        return scrubbed
     }
 }
 

@@ -157,10 +157,7 @@ public struct RetryMiddleware: HTTPMiddleware {
                 let response = try await next.load(attemptRequest)
                 guard retries(after: response.request),
                     let wait = self.delay(after: response, attempt: attempt, strategy: strategy, keyed: keyed && !idempotent && mayBeInProgress)
-                else {
-                    if response.status.code < 500 && response.status.code != 429 { budget?.recordSuccess(for: response.request) }
-                    return response
-                }
+                else { return budget?.recordSuccess(of: response) ?? response }
                 guard budget?.withdraw(for: response.request) ?? true else {
                     request.report(.retryBudgetExhausted)
                     return response
@@ -174,9 +171,8 @@ public struct RetryMiddleware: HTTPMiddleware {
                     retries(after: error.response?.request ?? error.request) && code != .cancelled && code != .resetInProgress
                     && (strategy.errorCodes.contains(code) || (code == .unacceptableStatus && error.response != nil))
                 guard retryable else {
-                    if code == .unacceptableStatus, let status = error.response?.status.code, status < 500, status != 429 {
-                        budget?.recordSuccess(for: error.response?.request ?? error.request)
-                    }
+                    // A 4xx the chain below turned into an error is still an origin that answered.
+                    if let budget, code == .unacceptableStatus, let response = error.response { _ = budget.recordSuccess(of: response) }
                     throw error
                 }
                 if code == .unacceptableStatus, let response = error.response {

@@ -77,13 +77,13 @@ public struct CircuitBreakerMiddleware: HTTPMiddleware {
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         let key = request.originKey
         let admission = origins.withState(key) { $0.admit(now: clock.now(), policy: policy) }
-        let probe: Bool
+        let probe: Int?
         switch admission {
         case .refuse(let detail):
             throw CatenaError(.circuitOpen, request: request, detail: "the circuit for \(request.originName) is open \(detail)")
-        case .go(let isProbe):
-            probe = isProbe
-            if isProbe { request.report(.circuit(.halfOpen)) }
+        case .go(let epoch):
+            probe = epoch
+            if epoch != nil { request.report(.circuit(.halfOpen)) }
         }
         let result = await next.result(for: request)
         let cancelled: Bool
@@ -115,11 +115,14 @@ extension CircuitState {
         }
 
         enum Admission {
-            case go(probe: Bool)
+            /// `probe` carries the epoch it was let through in, or nil for an ordinary call.
+            case go(probe: Int?)
             case refuse(String)
         }
 
         var phase = Phase.closed
+        /// Counts resets: a probe let through before one decides nothing after it.
+        var epoch = 0
         var consecutive = 0
         /// Calls and failures in the window, in ten buckets.
         var buckets: [(index: Int64, calls: Int, failures: Int)] = Array(repeating: (.min, 0, 0), count: 10)
@@ -142,26 +145,27 @@ extension CircuitState {
         mutating func admit(now: Date, policy: CircuitBreakerMiddleware.Policy) -> Admission {
             switch phase {
             case .closed:
-                return .go(probe: false)
+                return .go(probe: nil)
             case .open(let until, let reason):
                 guard until <= now else {
                     let wait = RateLimitMiddleware.describe(.seconds(until.timeIntervalSince(now)))
                     return .refuse("after \(reason); it lets a call try again in \(wait)")
                 }
                 phase = .halfOpen(probing: true)
-                return .go(probe: true)
+                return .go(probe: epoch)
             case .halfOpen(let probing):
                 guard probing else {
                     phase = .halfOpen(probing: true)
-                    return .go(probe: true)
+                    return .go(probe: epoch)
                 }
                 return .refuse("after repeated failures; a probe call is deciding whether to close it")
             }
         }
 
         /// Records an outcome; returns the state it moved the circuit to, if it did.
-        mutating func finish(failed: Bool, neutral: Bool, probe: Bool, now: Date, policy: CircuitBreakerMiddleware.Policy) -> CircuitState? {
-            if probe {
+        mutating func finish(failed: Bool, neutral: Bool, probe: Int?, now: Date, policy: CircuitBreakerMiddleware.Policy) -> CircuitState? {
+            if let probe {
+                guard probe == epoch else { return nil }
                 if neutral {
                     phase = .halfOpen(probing: false)
                     return nil
@@ -189,7 +193,7 @@ extension CircuitState {
             if consecutive >= policy.consecutiveFailures {
                 reason = "\(consecutive) failures in a row"
             } else if let rate = policy.failureRate {
-                let live = buckets.filter { $0.index > bucket - 10 }
+                let live = buckets.filter { (bucket - 9...bucket).contains($0.index) }
                 let calls = live.reduce(0) { $0 + $1.calls }, failures = live.reduce(0) { $0 + $1.failures }
                 if calls >= policy.minimumCalls && Double(failures) >= rate * Double(calls) {
                     reason = "\(failures) failures in \(calls) calls"
@@ -201,6 +205,7 @@ extension CircuitState {
         }
 
         mutating func forget() {
+            epoch += 1
             phase = .closed
             consecutive = 0
             buckets = Array(repeating: (.min, 0, 0), count: 10)

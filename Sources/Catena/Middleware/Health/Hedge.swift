@@ -7,8 +7,9 @@ public import HTTPTypes
 /// Opt-in, and only for `methods` (GET, HEAD and OPTIONS by default). The delay is
 /// fixed, or a percentile of the origin's observed time to an answer (the time to the
 /// first attempt's answer, over the last 200 calls; until 20 are seen, the fallback).
-/// Each hedge spends one retry from `budget`, so that hedging a slow origin cannot
-/// double its load: with the budget spent, the call waits for its first attempt. An
+/// Each hedge spends one retry from `budget`, and each answered call earns it its
+/// share, so that hedging a slow origin cannot double its load: with the budget spent,
+/// the call waits for its first attempt. An
 /// attempt that fails while the other is still out waits for the other.
 ///
 /// ``CallEvent/hedgeSent(after:)`` and ``CallEvent/hedgeWon`` report what happened. A
@@ -50,12 +51,13 @@ public struct HedgeMiddleware: HTTPMiddleware {
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         guard methods.contains(request.method) else { return try await next.load(request) }
-        return try await race(request, attempt: { await next.result(for: $0) }, discard: { _ in })
+        let response = try await race(request, attempt: { await next.result(for: $0) }, discard: { _ in })
+        return budget.recordSuccess(of: response)
     }
 
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
         guard methods.contains(request.method) else { return try await next.stream(request) }
-        return try await race(
+        let streamed = try await race(
             request,
             attempt: { attempt in
                 do throws(CatenaError) {
@@ -65,6 +67,10 @@ public struct HedgeMiddleware: HTTPMiddleware {
                 }
             },
             discard: { $0.body.cancel() })
+        // A head is success enough: the budget counts answers, not bodies.
+        var counted = streamed
+        counted.request = budget.recordSuccess(of: streamed.head).request
+        return counted
     }
 
     /// The delay before hedging a call to `request`'s origin now.

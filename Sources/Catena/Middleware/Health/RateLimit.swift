@@ -70,7 +70,7 @@ public struct RateLimitMiddleware: HTTPMiddleware {
         declared: [String: Quota] = [:], maxWait: Duration = .seconds(30), maxHold: Duration = .seconds(60), learnsFirst: Bool = true,
         partition: (@Sendable (APIRequest) -> String)? = nil, clock: any RetryClock = SystemRetryClock()
     ) {
-        self.declared = Dictionary(declared.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.declared = Dictionary(declared.map { (Self.hostKey($0.key), $0.value) }, uniquingKeysWith: { $1 })
         self.maxWait = max(.zero, maxWait)
         self.maxHold = max(.zero, maxHold)
         self.learnsFirst = learnsFirst
@@ -90,7 +90,9 @@ public struct RateLimitMiddleware: HTTPMiddleware {
         return try result.get()
     }
 
-    /// Forgets every origin's limits and holds; calls waiting decide again.
+    /// Forgets every origin's limits and holds. Calls waiting for answers decide again;
+    /// calls waiting out a hold or a window's end finish that wait (a
+    /// ``ResetGuardMiddleware`` above cancels them).
     public func reset() async {
         origins.forEach { $0.forget() }
     }
@@ -106,7 +108,7 @@ public struct RateLimitMiddleware: HTTPMiddleware {
         while true {
             if Task.isCancelled { throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting for the rate limit") }
             let now = clock.now()
-            let decision = origins.withState(key) { $0.decide(now: now, declared: quota, learnsFirst: learnsFirst) }
+            let decision = origins.withState(key) { $0.decide(now: now, declared: quota, learnsFirst: learnsFirst, maxHold: maxHold) }
             let elapsed = Duration.seconds(max(0, now.timeIntervalSince(start)))
             switch decision {
             case .go(let ticket):
@@ -128,15 +130,47 @@ public struct RateLimitMiddleware: HTTPMiddleware {
                 } catch {
                     throw CatenaError(.cancelled, request: request, underlyingError: error, detail: "cancelled while waiting for the rate limit")
                 }
-            case .waitForNews(let id):
+            case .waitForNews(let id, let learning):
+                // The first call's answer is awaited only briefly: a slow first call (a
+                // long poll) must not hold every other call to its origin.
+                let left = maxWait - elapsed
+                guard left > .zero || learning else {
+                    throw CatenaError(
+                        .rateLimited, request: request,
+                        detail:
+                            "\(request.originName) has no calls left until its calls in flight answer, longer than this call may wait (\(Self.describe(maxWait)))"
+                    )
+                }
                 waited = (elapsed, waited?.byRetryAfter ?? false)
-                await waitForNews(key: key, id: id)
+                let answered = await waitForNews(key: key, id: id, atMost: learning ? min(max(left, .zero), Self.learningWait) : left)
+                if Task.isCancelled { throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting for the rate limit") }
+                if !answered && learning { origins.withState(key) { $0.learned = true } }
             }
         }
     }
 
-    /// Waits until a call in flight to `key` finishes (or the table is reset, or the
-    /// task is cancelled); the caller then decides again.
+    /// The longest calls wait for an origin's first answer before going unpaced.
+    static let learningWait = Duration.seconds(2)
+
+    /// Waits until a call in flight to `key` finishes, the table is reset or the task
+    /// is cancelled (true), or `limit` passes (false); the caller then decides again.
+    private func waitForNews(key: String, id: UInt64, atMost limit: Duration) async -> Bool {
+        let clock = clock
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await waitForNews(key: key, id: id)
+                return true
+            }
+            group.addTask {
+                try? await clock.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? true
+            group.cancelAll()
+            return first
+        }
+    }
+
     private func waitForNews(key: String, id: UInt64) async {
         let origins = origins
         await withTaskCancellationHandler {
@@ -154,13 +188,38 @@ public struct RateLimitMiddleware: HTTPMiddleware {
     }
 
     private func declaredQuota(for request: APIRequest) -> Quota? {
-        guard !declared.isEmpty, let host = request.host?.lowercased() else { return nil }
-        if let port = request.port, let quota = declared["\(host):\(port)"] { return quota }
-        return declared[host]
+        guard !declared.isEmpty, request.host != nil else { return nil }
+        return declared[request.originName] ?? declared[(request.host ?? "").lowercased()]
+    }
+
+    /// `"host"` or `"host:port"` as given, lowercased, without a scheme or a trailing
+    /// slash, and a default port written out, so that it compares with ``APIRequest/originName``.
+    private static func hostKey(_ key: String) -> String {
+        var key = key.lowercased()
+        var port = ""
+        for scheme in ["https://", "http://"] where key.hasPrefix(scheme) {
+            key.removeFirst(scheme.count)
+            port = scheme == "https://" ? ":443" : ":80"
+        }
+        while key.hasSuffix("/") { key.removeLast() }
+        // "host:443" or "[::1]:443" name a port; "host" and "::1" do not.
+        let hasPort: Bool
+        if let colon = key.lastIndex(of: ":") {
+            let digits = key[key.index(after: colon)...]
+            let host = key[..<colon]
+            hasPort = !digits.isEmpty && digits.allSatisfy { ("0"..."9").contains($0) } && (host.hasSuffix("]") || !host.contains(":"))
+        } else {
+            hasPort = false
+        }
+        if key.hasPrefix("["), let close = key.firstIndex(of: "]") {
+            // originName writes an IPv6 host without brackets.
+            key = String(key[key.index(after: key.startIndex)..<close]) + key[key.index(after: close)...]
+        }
+        return hasPort || port.isEmpty ? key : key + port
     }
 
     static func describe(_ duration: Duration) -> String {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let seconds = min(duration.seconds, 1e12)
         return seconds < 10 ? String(format: "%.1f s", seconds) : "\(Int(seconds.rounded())) s"
     }
 }
@@ -195,7 +254,8 @@ struct LimiterState: OriginState {
     enum Decision {
         case go(Ticket)
         case wait(until: Date, byRetryAfter: Bool)
-        case waitForNews(id: UInt64)
+        /// Wait for a call in flight to answer; `learning` when that is the origin's first.
+        case waitForNews(id: UInt64, learning: Bool)
     }
 
     var windows: [String: Window] = [:]
@@ -210,37 +270,52 @@ struct LimiterState: OriginState {
 
     var isIdle: Bool { inFlight == 0 && waiters.isEmpty }
 
-    mutating func decide(now: Date, declared: RateLimitMiddleware.Quota?, learnsFirst: Bool) -> Decision {
+    init(learned: Bool = false) {
+        self.learned = learned
+    }
+
+    mutating func decide(now: Date, declared: RateLimitMiddleware.Quota?, learnsFirst: Bool, maxHold: Duration) -> Decision {
+        // No wait is longer than maxHold from now, also after the wall clock stepped back.
+        let latest = now.addingTimeInterval(maxHold.seconds)
         if let holdUntil {
-            if holdUntil > now { return .wait(until: holdUntil, byRetryAfter: true) }
+            if holdUntil > now { return .wait(until: min(holdUntil, latest), byRetryAfter: true) }
             self.holdUntil = nil
         }
         for (name, window) in windows {
-            guard let end = window.end, end <= now else { continue }
-            // The window is over: a known quota starts afresh, an unknown one is learned again.
+            guard let end = window.end else { continue }
+            if end > latest { windows[name]!.end = latest }
+            guard end <= now else { continue }
+            // The window is over. A known quota starts afresh in the window that holds
+            // now (several may have passed while idle); an unknown one is learned again.
             guard let quota = window.quota else {
                 windows[name] = nil
+                learned = false
                 continue
             }
             var next = Window(remaining: quota, quota: quota, length: window.length, generation: window.generation + 1)
-            if let length = window.length {
-                next.end = end.addingTimeInterval(length.seconds)
+            if let length = window.length?.seconds, length > 0 {
+                let passed = max(1, (now.timeIntervalSince(end) / length).rounded(.up))
+                var nextEnd = end.addingTimeInterval(min(passed, 1e9) * length)
+                if nextEnd <= now { nextEnd = now.addingTimeInterval(length) }
+                next.end = min(nextEnd, latest)
                 next.endIsGuessed = true
             }
             windows[name] = next
         }
         if let declared {
             let windowStart = now.addingTimeInterval(-declared.window.seconds)
-            sent.removeAll { $0 <= windowStart }
-            if sent.count >= declared.calls { return .wait(until: sent[sent.count - declared.calls].addingTimeInterval(declared.window.seconds), byRetryAfter: false) }
+            sent.removeAll { $0 <= windowStart || $0 > now }
+            if sent.count >= declared.calls {
+                return .wait(until: sent[sent.count - declared.calls].addingTimeInterval(declared.window.seconds), byRetryAfter: false)
+            }
         }
         for (name, window) in windows where window.remaining <= 0 {
             if let end = window.end { return .wait(until: end, byRetryAfter: false) }
             // Spent, with no reset known: the calls in flight will tell; with none, forget it.
-            guard inFlight == 0 else { return newsWait() }
+            guard inFlight == 0 else { return newsWait(learning: false) }
             windows[name] = nil
         }
-        if learnsFirst && !learned && probing { return newsWait() }
+        if learnsFirst && !learned && probing { return newsWait(learning: true) }
         for name in windows.keys { windows[name]!.remaining -= 1 }
         if declared != nil { sent.append(now) }
         let probe = !learned && !probing
@@ -249,9 +324,9 @@ struct LimiterState: OriginState {
         return .go(Ticket(generations: windows.mapValues(\.generation), probe: probe))
     }
 
-    private mutating func newsWait() -> Decision {
+    private mutating func newsWait(learning: Bool) -> Decision {
         nextWaiterID += 1
-        return .waitForNews(id: nextWaiterID)
+        return .waitForNews(id: nextWaiterID, learning: learning)
     }
 
     /// Records a call's end; returns how long its answer holds the origin, if it does.
@@ -264,9 +339,12 @@ struct LimiterState: OriginState {
         learned = true
         let statuses = RateLimitStatus.statuses(in: response.headerFields, now: now)
         for status in statuses {
-            let end = now.addingTimeInterval(status.reset.seconds)
+            // A reset past maxHold is held to it: one answer cannot stop calls for a year.
+            let end = status.reset.map { now.addingTimeInterval(min($0, maxHold).seconds) }
             guard var window = windows[status.policy] else {
-                windows[status.policy] = Window(remaining: status.remaining, end: end, quota: status.quota, length: status.window)
+                // Calls still in flight were sent before this was known: counted as spent.
+                windows[status.policy] = Window(
+                    remaining: max(0, status.remaining - inFlight), end: end, quota: status.quota, length: status.window)
                 continue
             }
             // An answer from an earlier window says nothing about this one.
@@ -274,17 +352,21 @@ struct LimiterState: OriginState {
             window.remaining = min(window.remaining, status.remaining)
             // Each answer bounds the reset from above (the server rounds up); the
             // tightest bound wins, and the first answer replaces a guess.
-            if let known = window.end, !window.endIsGuessed { window.end = min(known, end) } else { window.end = end }
-            window.endIsGuessed = false
+            if let end {
+                if let known = window.end, !window.endIsGuessed { window.end = min(known, end) } else { window.end = end }
+                window.endIsGuessed = false
+            }
             window.quota = status.quota ?? window.quota
             window.length = status.window ?? window.length
             windows[status.policy] = window
         }
         let code = response.status.code
         guard code == 429 || code == 503 else { return nil }
-        // A 429 that says nothing usable about when holds the origin a second.
+        // A 429 that says nothing usable about when holds the origin a second, unless
+        // its fields already hold a spent policy until a known reset.
         let said = response.headerFields[.retryAfter].flatMap { Self.retryAfter($0, now: now) }
-        guard let hold = said ?? (code == 429 && statuses.isEmpty ? .seconds(1) : nil) else { return nil }
+        let spentUntilKnown = statuses.contains { $0.remaining == 0 && $0.reset != nil }
+        guard let hold = said ?? (code == 429 && !spentUntilKnown ? .seconds(1) : nil) else { return nil }
         let capped = min(hold, maxHold)
         let until = now.addingTimeInterval(capped.seconds)
         holdUntil = max(holdUntil ?? until, until)
@@ -332,4 +414,3 @@ struct LimiterState: OriginState {
         for waiter in woken { waiter.continuation.resume() }
     }
 }
-

@@ -18,8 +18,9 @@ public struct RateLimitStatus: Sendable, Hashable {
     public var policy: String
     /// Calls left in the current window.
     public var remaining: Int
-    /// Time until the quota is restored, from when the response was read.
-    public var reset: Duration
+    /// Time until the quota is restored, from when the response was read; nil when the
+    /// server did not say.
+    public var reset: Duration?
     /// Calls allowed per window, when the server announced it.
     public var quota: Int?
     /// The window's length, when the server announced it.
@@ -28,10 +29,10 @@ public struct RateLimitStatus: Sendable, Hashable {
     public var partition: String?
 
     /// A status; values are clamped as a parsed one's are.
-    public init(policy: String = "", remaining: Int, reset: Duration, quota: Int? = nil, window: Duration? = nil, partition: String? = nil) {
+    public init(policy: String = "", remaining: Int, reset: Duration?, quota: Int? = nil, window: Duration? = nil, partition: String? = nil) {
         self.policy = policy
         self.remaining = min(max(0, remaining), Self.largestCount)
-        self.reset = min(max(.zero, reset), Self.longestReset)
+        self.reset = reset.map { min(max(.zero, $0), Self.longestReset) }
         self.quota = quota.map { min(max(0, $0), Self.largestCount) }
         self.window = window.map { min(max(.zero, $0), Self.longestReset) }
         self.partition = partition
@@ -83,7 +84,7 @@ public struct RateLimitStatus: Sendable, Hashable {
             return items.compactMap { item -> RateLimitStatus? in
                 guard let name = item.value.text, let remaining = item.parameter("r")?.number.flatMap(count) else { return nil }
                 guard !otherUnits.contains(name) else { return nil }  // bytes or concurrency, not calls
-                let reset = item.parameter("t")?.number.flatMap(seconds) ?? .zero
+                let reset = item.parameter("t")?.number.flatMap(seconds)
                 let policy = policies[name]
                 return RateLimitStatus(
                     policy: name, remaining: remaining, reset: reset, quota: policy?.quota ?? nil, window: policy?.window ?? nil,
@@ -95,7 +96,7 @@ public struct RateLimitStatus: Sendable, Hashable {
             let remaining = members.last(where: { $0.key == "remaining" })?.item.value.number.flatMap(count)
         else { return [] }
         let limit = members.last { $0.key == "limit" }?.item.value.number.flatMap(count)
-        let reset = members.last { $0.key == "reset" }?.item.value.number.flatMap(seconds) ?? .zero
+        let reset = members.last { $0.key == "reset" }?.item.value.number.flatMap(seconds)
         let window = unnamedPolicies.first { $0.quota == limit }?.window ?? nil
         return [RateLimitStatus(remaining: remaining, reset: reset, quota: limit, window: window)]
     }
@@ -110,7 +111,7 @@ public struct RateLimitStatus: Sendable, Hashable {
             return Double(first.trimmingCharacters(in: .whitespaces)).flatMap { $0.isFinite ? $0 : nil }
         }
         guard let remaining = number("Remaining").flatMap(count) else { return nil }
-        var reset = Duration.zero
+        var reset: Duration?
         if let after = number("Reset-After").flatMap(seconds) {
             reset = after
         } else if let value = number("Reset"), value >= 0 {

@@ -28,8 +28,9 @@ public final class RetryBudget: Sendable {
     ///   - window: how far back calls count (at least 1 s).
     ///   - clock: the time source; inject a virtual clock in tests.
     public init(ratio: Double = 0.1, minimumPerSecond: Double = 1, window: Duration = .seconds(10), clock: any RetryClock = SystemRetryClock()) {
-        self.ratio = ratio.isFinite ? max(0, ratio) : 0
-        self.minimumPerSecond = minimumPerSecond.isFinite ? max(0, minimumPerSecond) : 0
+        // NaN is none; infinity, or anything past a million, is a million.
+        self.ratio = ratio.isNaN ? 0 : min(max(0, ratio), 1e6)
+        self.minimumPerSecond = minimumPerSecond.isNaN ? 0 : min(max(0, minimumPerSecond), 1e6)
         self.window = max(.seconds(1), window)
         self.clock = clock
         self.origins = OriginTable { BudgetState() }
@@ -41,12 +42,29 @@ public final class RetryBudget: Sendable {
         origins.withState(request.originKey) { $0.add(success: 1, retry: 0, bucket: bucket) }
     }
 
+    /// Counts `response` as a success, unless a 5xx or a 429, or already counted by a
+    /// middleware further down that shares this budget; returns it marked as counted.
+    func recordSuccess(of response: APIResponse) -> APIResponse {
+        let code = response.status.code
+        guard code < 500, code != 429, response.request[option: CountedBy.self] !== self else { return response }
+        recordSuccess(for: response.request)
+        var response = response
+        response.request[option: CountedBy.self] = self
+        return response
+    }
+
+    /// The budget that counted a response's success, so that ``RetryMiddleware`` and
+    /// ``HedgeMiddleware`` sharing one count each call once.
+    enum CountedBy: RequestOption {
+        static let defaultValue: RetryBudget? = nil
+    }
+
     /// Spends one retry on `request`'s origin; false, spending nothing, when none is left.
     public func withdraw(for request: APIRequest) -> Bool {
         let bucket = bucket(at: clock.now())
         let allowance = minimumPerSecond * window.seconds
         return origins.withState(request.originKey) { state in
-            let (successes, retries) = state.totals(since: bucket - BudgetState.buckets + 1)
+            let (successes, retries) = state.totals(in: (bucket - BudgetState.buckets + 1)...bucket)
             guard Double(retries) + 1 <= allowance + ratio * Double(successes) else { return false }
             state.add(success: 0, retry: 1, bucket: bucket)
             return true
@@ -56,8 +74,9 @@ public final class RetryBudget: Sendable {
     /// The retries `request`'s origin may take now.
     public func available(for request: APIRequest) -> Int {
         let bucket = bucket(at: clock.now())
-        let (successes, retries) = origins.withState(request.originKey) { $0.totals(since: bucket - BudgetState.buckets + 1) }
-        return max(0, Int((minimumPerSecond * window.seconds + ratio * Double(successes)).rounded(.down)) - retries)
+        let (successes, retries) = origins.withState(request.originKey) { $0.totals(in: (bucket - BudgetState.buckets + 1)...bucket) }
+        let allowance = min(minimumPerSecond * window.seconds + ratio * Double(successes), 1e15)
+        return max(0, Int(allowance.rounded(.down)) - retries)
     }
 
     /// Forgets every origin's counts.
@@ -92,9 +111,11 @@ struct BudgetState: OriginState {
         retries[slot] += retry
     }
 
-    func totals(since oldest: Int64) -> (successes: Int, retries: Int) {
+    /// The counts of the buckets in `range`; a bucket from the future (the clock went
+    /// back) counts as nothing.
+    func totals(in range: ClosedRange<Int64>) -> (successes: Int, retries: Int) {
         var total = (successes: 0, retries: 0)
-        for slot in 0..<Int(Self.buckets) where index[slot] >= oldest {
+        for slot in 0..<Int(Self.buckets) where range.contains(index[slot]) {
             total.successes += successes[slot]
             total.retries += retries[slot]
         }

@@ -18,7 +18,8 @@ private func flakyStats(_ key: String) async throws -> FlakyStats {
 
 @Suite("CircuitBreakerMiddleware against a backend that fails and recovers")
 struct CircuitBreakerTests {
-    @Test("open after 3 failures in a row: calls fail at once and reach nothing; a probe after the cool-down; success closes", arguments: TransportKind.allCases)
+    @Test(
+        "open after 3 failures in a row: calls fail at once and reach nothing; a probe after the cool-down; success closes", arguments: TransportKind.allCases)
     func opensProbesCloses(kind: TransportKind) async throws {
         let down = uniqueKey(), up = uniqueKey()
         let clock = ManualClock()
@@ -242,8 +243,11 @@ struct ProblemDetailsTests {
     @Test("not a problem: another media type, or a body that is not a JSON object")
     func notProblems() throws {
         let request = try APIRequest(urlString: "https://api.example/")
-        #expect(APIResponse(status: .badRequest, headerFields: [.contentType: "application/json"], body: Data(#"{"title":"x"}"#.utf8), request: request).problem == nil)
-        #expect(APIResponse(status: .badRequest, headerFields: [.contentType: "application/problem+json"], body: Data("[1]".utf8), request: request).problem == nil)
+        #expect(
+            APIResponse(status: .badRequest, headerFields: [.contentType: "application/json"], body: Data(#"{"title":"x"}"#.utf8), request: request).problem
+                == nil)
+        #expect(
+            APIResponse(status: .badRequest, headerFields: [.contentType: "application/problem+json"], body: Data("[1]".utf8), request: request).problem == nil)
         #expect(
             APIResponse(status: .badRequest, headerFields: [.contentType: "Application/Problem+JSON; charset=utf-8"], body: Data("{}".utf8), request: request)
                 .problem == ProblemDetails())

@@ -1,0 +1,110 @@
+import CatenaTesting
+import Foundation
+import HTTPTypes
+import Testing
+@testable import Catena
+
+@Suite("RateLimitMiddleware's bookkeeping: windows, holds and waits that end")
+struct LimiterStateTests {
+    private let maxHold = Duration.seconds(60)
+
+    private func answer(_ fields: [String: String], status: HTTPResponse.Status = .ok) throws -> APIResponse {
+        var headers = HTTPFields()
+        for (name, value) in fields { headers[HTTPField.Name(name)!] = value }
+        return APIResponse(status: status, headerFields: headers, request: try APIRequest(urlString: "https://api.example/"))
+    }
+
+    private func go(_ state: inout LimiterState, at now: Date) throws -> LimiterState.Ticket {
+        guard case .go(let ticket) = state.decide(now: now, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            throw CatenaError(.invalidRequest, request: try APIRequest(urlString: "https://api.example/"), detail: "not let through")
+        }
+        return ticket
+    }
+
+    @Test("after a long idle, a known quota starts in the window that holds now: 2 calls, then a wait of less than the window")
+    func idle() throws {
+        var state = LimiterState()
+        let start = Date()
+        let first = try go(&state, at: start)
+        _ = state.finish(first, response: try answer(["RateLimit-Policy": #""p";q=2;w=1"#, "RateLimit": #""p";r=1;t=1"#]), now: start, maxHold: maxHold)
+        let later = start.addingTimeInterval(10.3)
+        _ = try go(&state, at: later)
+        _ = try go(&state, at: later)
+        guard case .wait(let until, false) = state.decide(now: later, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("a third call went in a window of 2")
+            return
+        }
+        #expect(until > later && until <= later.addingTimeInterval(1))
+    }
+
+    @Test("a window learned while calls were in flight counts them as spent")
+    func inFlightAtLearning() throws {
+        var state = LimiterState(learned: true)
+        let now = Date()
+        let tickets = try (0..<3).map { _ in try go(&state, at: now) }
+        _ = state.finish(tickets[0], response: try answer(["RateLimit": #""p";r=3;t=5"#]), now: now, maxHold: maxHold)
+        // The server had seen 1 of the 3 when it said 3 left: 2 are still coming.
+        _ = try go(&state, at: now)
+        guard case .wait = state.decide(now: now, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("more calls went than the server said were left")
+            return
+        }
+    }
+
+    @Test("a reset past maxHold, and a hold past it after the clock stepped back, wait maxHold at most")
+    func capped() throws {
+        var state = LimiterState()
+        let now = Date()
+        let ticket = try go(&state, at: now)
+        _ = state.finish(ticket, response: try answer(["RateLimit": #""p";r=0;t=31536000"#]), now: now, maxHold: maxHold)
+        guard case .wait(let until, _) = state.decide(now: now, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("the spent quota let a call through")
+            return
+        }
+        #expect(until <= now.addingTimeInterval(60))
+        let stepBack = now.addingTimeInterval(-3600)
+        guard case .wait(let again, _) = state.decide(now: stepBack, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("a call went")
+            return
+        }
+        #expect(again <= stepBack.addingTimeInterval(60))
+    }
+
+    @Test("a 429 that says when nothing holds the origin a second; one whose fields say when does not need to")
+    func silent429() throws {
+        var state = LimiterState()
+        let now = Date()
+        let ticket = try go(&state, at: now)
+        #expect(state.finish(ticket, response: try answer(["RateLimit": #""p";r=0"#], status: .tooManyRequests), now: now, maxHold: maxHold) == .seconds(1))
+        var other = LimiterState()
+        let second = try go(&other, at: now)
+        #expect(other.finish(second, response: try answer(["RateLimit": #""p";r=0;t=4"#], status: .tooManyRequests), now: now, maxHold: maxHold) == nil)
+    }
+}
+
+@Suite("RateLimitMiddleware: the first call's answer is awaited only briefly")
+struct LearningWaitTests {
+    @Test("a first call that does not answer holds the next one only for the learning wait")
+    func slowFirst() async throws {
+        let transport = MockTransport()
+        let arrived = AsyncStream<Void>.makeStream(), release = AsyncStream<Void>.makeStream()
+        transport.on(nil, "slow") { request throws(CatenaError) in
+            arrived.continuation.yield()
+            for await _ in release.stream { break }
+            return APIResponse(status: .ok, request: request)
+        }
+        transport.on(nil, "fast", status: .ok)
+        // A virtual clock: the learning wait passes at once.
+        final class Instant: RetryClock {
+            func now() -> Date { Date() }
+            func sleep(for duration: Duration) async throws { try Task.checkCancellation() }
+        }
+        let chain = RateLimitMiddleware(clock: Instant()) --> transport
+        let slow = Task { try await chain.load(try APIRequest(urlString: "https://api.example/slow")) }
+        var arrivals = arrived.stream.makeAsyncIterator()
+        await arrivals.next()
+        #expect(try await chain.load(try APIRequest(urlString: "https://api.example/fast")).status == .ok)
+        release.continuation.yield()
+        #expect(try await slow.value.status == .ok)
+    }
+}

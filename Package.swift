@@ -8,7 +8,8 @@ import PackageDescription
 // product's dependencies are resolved for every dependent, so theirs come with a trait.
 //
 // What a dependent resolves and builds is what it asks for. The core products
-// (Catena, CatenaTesting, CatenaOperations) need swift-http-types and swift-log only;
+// (Catena, CatenaTesting, CatenaOperations) need swift-http-types, swift-log and
+// swift-http-structured-headers only (none has a dependency of its own);
 // each product with dependencies of its own comes with a trait:
 //   .package(url: "https://github.com/…/Catena", from: "…", traits: ["AsyncHTTPClient"])
 // Without its trait a product's module holds unavailable placeholders whose message
@@ -54,7 +55,7 @@ let commandProducts: [(product: String, package: String)] = [
 ]
 
 /// Products used unconditionally: by the benchmarks and tests, and, where a named product
-/// reaches the target, swift-http-types and swift-log only.
+/// reaches the target, swift-http-types, swift-log and swift-http-structured-headers only.
 func products(_ names: [(String, String)]) -> [Target.Dependency] {
     names.map { .product(name: $0.0, package: $0.1) }
 }
@@ -92,6 +93,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
@@ -116,12 +118,14 @@ let package = Package(
         // MARK: The library (Sources/)
 
         // Core: HTTP values, the loader chain, middleware, URLSession transport.
-        // Depends on swift-http-types and swift-log only (no SwiftNIO).
+        // Depends on swift-http-types, swift-log and swift-http-structured-headers only (no SwiftNIO).
         .target(
             name: "Catena",
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                // RFC 9651 fields (RateLimit, RateLimit-Policy): Apple's reader, no dependencies.
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ]
         ),
         .target(name: "CatenaAsyncHTTPClient", dependencies: ["Catena"] + traitDependencies("AsyncHTTPClient")),

@@ -5,7 +5,7 @@
 #   - its Package.resolved lists a package outside the group's allowed set, or
 #   - a module was compiled that belongs neither to the group's products nor to an
 #     allowed package.
-# The allowed set of a group is swift-http-types and swift-log (the core) plus the
+# The allowed set of a group is swift-http-types, swift-log and swift-http-structured-headers (the core) plus the
 # packages its own dependency resolves to alone (AsyncHTTPClient's own tree, say), found
 # by resolving a reference package that depends on that dependency only.
 # Prints each group's package count and cold debug build time.
@@ -21,7 +21,7 @@ groups=("$@")
 # Every module of this package, products or not: none may be compiled unless asked for.
 ours=(Catena CatenaAsyncHTTPClient CatenaTesting CatenaOperations CatenaObservability CatenaOpenAPI
     CatenaDemoServer CatenaCLI CatenaBenchmarks CatenaAllocations BenchmarkBaselines ReqresAPI FlickrAPI DemoUsersOpenAPI ThreadSanitizerSuppressions CatenaTestSupport)
-core_packages=(swift-http-types swift-log)
+core_packages=(swift-http-types swift-log swift-http-structured-headers)
 # A path dependency is named by its folder.
 identity="$(basename "$root" | tr "[:upper:]" "[:lower:]")"
 

@@ -319,6 +319,32 @@ struct MetricsTests {
     }
 }
 
+@Suite("Health events as metrics and span events")
+struct HealthObservabilityTests {
+    @Test("a Retry-After hold, a spent budget and a circuit that opens are counted and on the call's span", arguments: TransportKind.allCases)
+    func healthEvents(kind: TransportKind) async throws {
+        let metrics = TestMetrics()
+        let tracer = InMemoryTracer()
+        let key = UUID().uuidString
+        let chain =
+            TracingMiddleware(tracer: tracer) --> MetricsMiddleware(factory: metrics)
+            --> EnvironmentMiddleware(try await TestServer.environment())
+            --> RetryMiddleware(RetryStrategy(maxAttempts: 2), budget: RetryBudget(ratio: 0, minimumPerSecond: 0))
+            --> CircuitBreakerMiddleware(.init(consecutiveFailures: 1)) --> RateLimitMiddleware(maxHold: .milliseconds(10)) --> kind.make()
+        let request = try APIRequest(
+            .get, path: ["api", "outage"], query: [.init(name: "key", value: key), .init(name: "fail", value: "600"), .init(name: "retry-after", value: "5")])
+        #expect(try await chain.load(request).status == .serviceUnavailable)
+        for event in ["hold_started", "budget_exhausted", "circuit_open"] {
+            #expect(try metrics.expectCounter("catena.http.client.health", [("event", event)]).totalValue == 1, "\(event)")
+        }
+        let span = try #require(tracer.finishedSpans.only)
+        let names = span.events.map(\.name)
+        #expect(names.contains("catena.rate_limit.hold"))
+        #expect(names.contains("catena.retry_budget.exhausted"))
+        #expect(span.events.first { $0.name == "catena.circuit" }?.attributes.get("catena.circuit.state") == .string("open"))
+    }
+}
+
 extension Array {
     /// The one element, or nil when there are none or several.
     var only: Element? { count == 1 ? first : nil }

@@ -240,6 +240,14 @@ struct ProblemDetailsTests {
         #expect(!error.description.unicodeScalars.contains { $0.value < 0x20 })
     }
 
+    @Test("a problem's text that echoes the request's credentials is scrubbed of them")
+    func echoedSecrets() throws {
+        let request = try APIRequest(
+            .get, urlString: "https://api.example/x?api_key=k3y-value&page=2", headerFields: [.authorization: "Bearer t0ken-value"])
+        let detail = "token t0ken-value (Bearer t0ken-value) and key k3y-value are not valid for page 2"
+        #expect(Redaction.default.scrub(detail, secretsOf: request) == "token <redacted> (<redacted>) and key <redacted> are not valid for page 2")
+    }
+
     @Test("not a problem: another media type, or a body that is not a JSON object")
     func notProblems() throws {
         let request = try APIRequest(urlString: "https://api.example/")

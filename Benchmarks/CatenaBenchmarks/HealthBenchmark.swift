@@ -146,8 +146,8 @@ private func hedgingRows(transport: AsyncHTTPClientTransport) async throws {
     let workers = 8, calls = 250
     print("Hedging: \(workers) workers × \(calls) calls; every 100th answer takes 200 ms.")
     print()
-    print("| chain | p50, ms | p99, ms | p99.9, ms | hedges sent | hedges won |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| chain | p50, ms | p99, ms | p99.9, ms | hedges sent | hedges won | connections opened |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for variant in ["transport alone", "HedgeMiddleware (fixed 1 s: no hedge sent, its cost alone)", "HedgeMiddleware (p95)"] {
         let hedged = variant != "transport alone"
         let sent = Locked(0), won = Locked(0)
@@ -157,6 +157,7 @@ private func hedgingRows(transport: AsyncHTTPClientTransport) async throws {
             if event == .hedgeWon { won.withLock { $0 += 1 } }
         }
         let chain: any HTTPLoader = hedged ? hedge --> transport : transport
+        let connections = server.connectionsAccepted
         let url = server.url(.slowTail).absoluteString + "?every=100&ms=200"
         let latencies = try await withThrowingTaskGroup(of: [Duration].self) { group in
             for _ in 0..<workers {
@@ -175,7 +176,7 @@ private func hedgingRows(transport: AsyncHTTPClientTransport) async throws {
             return try await group.reduce(into: [Duration]()) { $0 += $1 }.sorted()
         }
         print(
-            "| \(variant) | \(format(percentile(latencies, 0.5).milliseconds, 1)) | \(format(percentile(latencies, 0.99).milliseconds, 1)) | \(format(percentile(latencies, 0.999).milliseconds, 1)) | \(sent.withLock { $0 }) | \(won.withLock { $0 }) |"
+            "| \(variant) | \(format(percentile(latencies, 0.5).milliseconds, 1)) | \(format(percentile(latencies, 0.99).milliseconds, 1)) | \(format(percentile(latencies, 0.999).milliseconds, 1)) | \(sent.withLock { $0 }) | \(won.withLock { $0 }) | \(server.connectionsAccepted - connections) |"
         )
     }
     await server.stop()

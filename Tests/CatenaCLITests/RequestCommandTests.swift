@@ -144,11 +144,15 @@ struct RequestCommandTests {
         #expect(redirect.status == 0 && redirect.text.hasPrefix("HTTP 302"), "\(redirect.text)")
     }
 
-    @Test("an RFC 9457 problem: title and detail on standard error, the body as sent on standard output, escapes and echoed secrets gone", arguments: transports)
+    @Test(
+        "an RFC 9457 problem: title and detail on standard error, the body as sent on standard output, escapes and echoed secrets gone", arguments: transports)
     func problem(transport: String) async throws {
         let outcome = try await CatenaCommandLine.run(["get", try await base() + "/api/problem", "--transport", transport])
         #expect(outcome.status == 4)
-        #expect(outcome.errors.contains("error: the server answered 403 Forbidden\n  You do not have enough credit.\n  Your current balance is 30, but that costs 50.\n"), "\(outcome.errors)")
+        #expect(
+            outcome.errors.contains(
+                "error: the server answered 403 Forbidden\n  You do not have enough credit.\n  Your current balance is 30, but that costs 50.\n"),
+            "\(outcome.errors)")
         #expect(String(decoding: outcome.output, as: UTF8.self).contains(#""balance":30"#))
         let server = try await FaultServer.running()
         let hostile = try await CatenaCommandLine.run(["get", server.url(.hostileProblem).absoluteString, "--transport", transport])

@@ -16,11 +16,13 @@ struct RecoveryTests {
             : AsyncHTTPClientTransport(configuration: AsyncHTTPClientTransport.defaultConfiguration, timeout: .seconds(30))
     }
 
-    /// A normal call with a 1 s timeout (stretched under ThreadSanitizer) must answer.
+    /// A normal call with a 1 s timeout (stretched under ThreadSanitizer) must answer:
+    /// the timeout is what holds it to 1 s (a later answer is `timedOut`, not 200). The
+    /// margin is for the timer's own lateness on a loaded run (23 ms once).
     static func nextCallAnswers(_ transport: any HTTPLoader, _ server: MisbehavingServer, after what: String, kind: TransportKind) async {
         var request = faultRequest(.ok, on: server)
         request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))
-        await expectOutcome(transport, request, .status(200), "\(kind) ok after \(what)", margin: .zero)
+        await expectOutcome(transport, request, .status(200), "\(kind) ok after \(what)", margin: .milliseconds(250))
     }
 
     /// The 512 MiB bomb on AsyncHTTPClient only: corelibs runs every URLSession's

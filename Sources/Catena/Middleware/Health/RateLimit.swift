@@ -19,6 +19,11 @@ import HTTPTypes
 ///   sending fields: at most `calls` in any `window` (a sliding window, so no window of
 ///   the server's, wherever it starts, sees more).
 ///
+/// The limiter sees when it lets a call go, not when the server counts it: a call let
+/// through just before a window ends that reaches the server after it (a new
+/// connection, a loaded machine) is counted in the next window, and a 429 it causes
+/// holds the origin as above.
+///
 /// A call never waits longer than `maxWait` in all: one that would fails at once with
 /// ``CatenaError/Code/rateLimited``, naming the origin and when its quota comes back.
 /// Waiting ends at once when the calling task is cancelled (``CatenaError/Code/cancelled``);
@@ -112,7 +117,7 @@ public struct RateLimitMiddleware: HTTPMiddleware {
             let elapsed = Duration.seconds(max(0, now.timeIntervalSince(start)))
             switch decision {
             case .go(let ticket):
-                if elapsed > .zero { waited = (elapsed, waited?.byRetryAfter ?? false) }
+                if let previous = waited { waited = (elapsed, previous.byRetryAfter) }
                 return ticket
             case .wait(let until, let byRetryAfter):
                 let delay = Duration.seconds(max(0, until.timeIntervalSince(now)))
@@ -238,6 +243,14 @@ struct LimiterState: OriginState {
         var length: Duration?
         /// Counts windows, so that an answer from an earlier one is told apart.
         var generation = 0
+        /// Calls let through in this window and still in flight.
+        var outstanding = 0
+        /// Calls let through in earlier windows and still in flight when this one
+        /// began: the server may count them here (they reach it late), so they are
+        /// spent here until their answers say otherwise.
+        var carried = 0
+        /// When the window before this one ended, as this client knew it.
+        var previousEnd: Date?
     }
 
     /// A call that was let through: what it must report back when it ends.
@@ -292,7 +305,10 @@ struct LimiterState: OriginState {
                 learned = false
                 continue
             }
-            var next = Window(remaining: quota, quota: quota, length: window.length, generation: window.generation + 1)
+            let carried = window.outstanding + window.carried
+            var next = Window(
+                remaining: max(0, quota - carried), quota: quota, length: window.length, generation: window.generation + 1, carried: carried,
+                previousEnd: end)
             if let length = window.length?.seconds, length > 0 {
                 let passed = max(1, (now.timeIntervalSince(end) / length).rounded(.up))
                 var nextEnd = end.addingTimeInterval(min(passed, 1e9) * length)
@@ -316,7 +332,10 @@ struct LimiterState: OriginState {
             windows[name] = nil
         }
         if learnsFirst && !learned && probing { return newsWait(learning: true) }
-        for name in windows.keys { windows[name]!.remaining -= 1 }
+        for name in windows.keys {
+            windows[name]!.remaining -= 1
+            windows[name]!.outstanding += 1
+        }
         if declared != nil { sent.append(now) }
         let probe = !learned && !probing
         if probe { probing = true }
@@ -335,10 +354,35 @@ struct LimiterState: OriginState {
         inFlight -= 1
         if ticket.probe { probing = false }
         defer { wakeAll() }
+        let statuses = response.map { RateLimitStatus.statuses(in: $0.headerFields, now: now) } ?? []
+        // A call from an earlier window ends: in this window's count no more.
+        var countedEarlier: Set<String> = [], lateArrivals: Set<String> = []
+        for (name, generation) in ticket.generations {
+            guard var window = windows[name] else { continue }
+            if generation == window.generation {
+                window.outstanding = max(0, window.outstanding - 1)
+            } else if window.carried > 0 {
+                window.carried -= 1
+                // Its answer names the window that counted it: one that ended by this
+                // window's start (a second's rounding allowed) gives the call back.
+                let status = statuses.first { $0.policy == name }
+                let end = status?.reset.map { now.addingTimeInterval($0.seconds) }
+                if let end, let previousEnd = window.previousEnd, end <= previousEnd.addingTimeInterval(0.5) {
+                    window.remaining = min(window.remaining + 1, window.quota ?? .max)
+                    countedEarlier.insert(name)
+                } else if end == nil {
+                    countedEarlier.insert(name)  // no answer to tell: it stays spent here
+                } else {
+                    lateArrivals.insert(name)
+                }
+            } else {
+                countedEarlier.insert(name)
+            }
+            windows[name] = window
+        }
         guard let response else { return nil }
         learned = true
-        let statuses = RateLimitStatus.statuses(in: response.headerFields, now: now)
-        for status in statuses {
+        for status in statuses where !countedEarlier.contains(status.policy) {
             // A reset past maxHold is held to it: one answer cannot stop calls for a year.
             let end = status.reset.map { now.addingTimeInterval(min($0, maxHold).seconds) }
             guard var window = windows[status.policy] else {
@@ -347,14 +391,39 @@ struct LimiterState: OriginState {
                     remaining: max(0, status.remaining - inFlight), end: end, quota: status.quota, length: status.window)
                 continue
             }
-            // An answer from an earlier window says nothing about this one.
-            if let generation = ticket.generations[status.policy], generation != window.generation { continue }
+            // An answer whose reset is a second or more past the end this window
+            // is known to have comes from the window after it: calls let through near
+            // the end reached the server after it and opened the next one, which is the
+            // one to keep from now on. (Epoch resets are exact; delta seconds are not,
+            // so a late answer of this window may look newer, which only waits longer.)
+            if let end, let known = window.end, !window.endIsGuessed, !lateArrivals.contains(status.policy),
+                end >= known.addingTimeInterval(0.9)  // a second, less the milliseconds of rounding
+            {
+                window = Window(
+                    remaining: max(0, status.remaining - window.outstanding), end: end, quota: status.quota ?? window.quota,
+                    length: status.window ?? window.length, generation: window.generation + 1,
+                    carried: window.outstanding + window.carried, previousEnd: known)
+                windows[status.policy] = window
+                continue
+            }
             window.remaining = min(window.remaining, status.remaining)
             // Each answer bounds the reset from above (the server rounds up); the
-            // tightest bound wins, and the first answer replaces a guess.
+            // tightest bound wins, and the first answer replaces a guess. A call from
+            // an earlier window may be misjudged (delta seconds are whole seconds), so
+            // its answer never moves a known end earlier.
             if let end {
-                if let known = window.end, !window.endIsGuessed { window.end = min(known, end) } else { window.end = end }
-                window.endIsGuessed = false
+                if lateArrivals.contains(status.policy) {
+                    // Only where nothing is known, and as a guess that this window's own answers replace.
+                    if window.end == nil {
+                        window.end = end
+                        window.endIsGuessed = true
+                    }
+                } else if let known = window.end, !window.endIsGuessed {
+                    window.end = min(known, end)
+                } else {
+                    window.end = end
+                    window.endIsGuessed = false
+                }
             }
             window.quota = status.quota ?? window.quota
             window.length = status.window ?? window.length

@@ -51,6 +51,67 @@ struct LimiterStateTests {
         }
     }
 
+    @Test("calls still in flight when a window ends are spent in the next until their answers say which window counted them")
+    func carried() throws {
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        func x(remaining: Int, reset: Int) throws -> APIResponse {
+            try answer(["X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "\(remaining)", "X-RateLimit-Reset": "\(reset)"])
+        }
+        var state = LimiterState()
+        let probe = try go(&state, at: start)
+        _ = state.finish(probe, response: try x(remaining: 4, reset: 1_800_000_001), now: start, maxHold: maxHold)
+        let late = try (0..<4).map { _ in try go(&state, at: start) }  // sent, not yet answered
+        // The window ends with all four in flight: one call goes in the next, not five.
+        let next = start.addingTimeInterval(1.01)
+        let fifth = try go(&state, at: next)
+        guard case .waitForNews = state.decide(now: next, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("a second call went while four may still be counted here")
+            return
+        }
+        // Two answers say the old window counted them: those two come back.
+        for ticket in late.prefix(2) {
+            _ = state.finish(ticket, response: try x(remaining: 0, reset: 1_800_000_001), now: next, maxHold: maxHold)
+        }
+        _ = try go(&state, at: next)
+        _ = try go(&state, at: next)
+        // The other two reached the server late, in the new window: they stay spent, and
+        // their reset is the new window's end.
+        for ticket in late.suffix(2) {
+            _ = state.finish(ticket, response: try x(remaining: 2, reset: 1_800_000_003), now: next, maxHold: maxHold)
+        }
+        _ = state.finish(fifth, response: try x(remaining: 1, reset: 1_800_000_003), now: next, maxHold: maxHold)
+        guard case .wait(let until, false) = state.decide(now: next, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("more calls went than the new window holds")
+            return
+        }
+        #expect(abs(until.timeIntervalSince1970 - 1_800_000_003) < 0.01)
+    }
+
+    @Test("answers that name the next window (calls that reached the server late) move the limiter to it")
+    func nextWindowEarly() throws {
+        let start = Date(timeIntervalSince1970: 1_800_000_000.3)
+        func x(remaining: Int, reset: Int) throws -> APIResponse {
+            try answer(["X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "\(remaining)", "X-RateLimit-Reset": "\(reset)"])
+        }
+        var state = LimiterState()
+        let probe = try go(&state, at: start)
+        _ = state.finish(probe, response: try x(remaining: 4, reset: 1_800_000_001), now: start, maxHold: maxHold)
+        let calls = try (0..<4).map { _ in try go(&state, at: start) }
+        // The server's window had ended already: the four opened the next, ending a second later.
+        let later = start.addingTimeInterval(0.5)
+        for (index, ticket) in calls.enumerated() {
+            _ = state.finish(ticket, response: try x(remaining: 4 - index, reset: 1_800_000_002), now: later, maxHold: maxHold)
+        }
+        // One is left in that window, not five at 1_800_000_001.
+        let atOldEnd = Date(timeIntervalSince1970: 1_800_000_001.01)
+        _ = try go(&state, at: atOldEnd)
+        guard case .wait(let until, false) = state.decide(now: atOldEnd, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("the limiter went on counting a window the server had left")
+            return
+        }
+        #expect(abs(until.timeIntervalSince1970 - 1_800_000_002) < 0.01)
+    }
+
     @Test("a reset past maxHold, and a hold past it after the clock stepped back, wait maxHold at most")
     func capped() throws {
         var state = LimiterState()

@@ -170,7 +170,10 @@ struct HedgeTests {
         let server = try await MisbehavingServer.start()
         defer { Task { await server.stop() } }
         let log = EventLog()
-        let chain = log.observer --> HedgeMiddleware(after: .fixed(.milliseconds(50))) --> kind.make(timeout: .seconds(30))
+        // Long enough that a fast answer on a loaded run (the whole suite) never takes
+        // it; the slow answer takes 10 s.
+        let delay = Timing.stretch(.milliseconds(500))
+        let chain = log.observer --> HedgeMiddleware(after: .fixed(delay)) --> kind.make(timeout: .seconds(30))
         let url = server.url(.slowTail).absoluteString + "?every=2&ms=10000"
         func body() async throws -> String {
             let request = try APIRequest(urlString: url)
@@ -184,7 +187,7 @@ struct HedgeTests {
         let hedging = { log.all.filter { if case .responseHead = $0 { false } else { true } } }
         #expect(hedging().isEmpty)
         #expect(try await body() == #"{"slow":false}"#)  // request 2 is slow; the hedge, 3, answers
-        #expect(hedging() == [.hedgeSent(after: .milliseconds(50)), .hedgeWon])
+        #expect(hedging() == [.hedgeSent(after: delay), .hedgeWon])
     }
 
     @Test("a POST is never hedged, and a spent budget stops hedging")

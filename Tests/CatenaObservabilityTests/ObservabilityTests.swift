@@ -330,7 +330,7 @@ struct HealthObservabilityTests {
             TracingMiddleware(tracer: tracer) --> MetricsMiddleware(factory: metrics)
             --> EnvironmentMiddleware(try await TestServer.environment())
             --> RetryMiddleware(RetryStrategy(maxAttempts: 2), budget: RetryBudget(ratio: 0, minimumPerSecond: 0))
-            --> CircuitBreakerMiddleware(.init(consecutiveFailures: 1)) --> RateLimitMiddleware(maxHold: .milliseconds(10)) --> kind.make()
+            --> CircuitBreakerMiddleware(.init(consecutiveFailures: 1)) --> RateLimitMiddleware(maxHold: .seconds(1)) --> kind.make()
         let request = try APIRequest(
             .get, path: ["api", "outage"], query: [.init(name: "key", value: key), .init(name: "fail", value: "600"), .init(name: "retry-after", value: "5")])
         #expect(try await chain.load(request).status == .serviceUnavailable)

@@ -304,9 +304,9 @@ struct RequestCall: ParsableArguments {
             StandardError.writeText("error: the server answered \(response.status.code) \(response.status.reasonPhrase)\n")
             // An RFC 9457 body: its title and detail, on one line each, control characters
             // gone, and any secret the request sent that the server echoed redacted.
-            if let problem = response.problem {
-                if let title = problem.displayTitle { StandardError.writeText("  \(redaction.scrub(title, secretsOf: response.request))\n") }
-                if let detail = problem.displayDetail { StandardError.writeText("  \(redaction.scrub(detail, secretsOf: response.request))\n") }
+            if let shown = response.problem?.displayed(for: response.request, redaction: redaction) {
+                if let title = shown.title { StandardError.writeText("  \(title)\n") }
+                if let detail = shown.detail { StandardError.writeText("  \(detail)\n") }
             }
         }
         return status

@@ -132,7 +132,9 @@ extension CatenaError: CustomStringConvertible, LocalizedError {
             text += " \(response.status.code)"
             if !response.status.reasonPhrase.isEmpty { text += " \(response.status.reasonPhrase)" }
             // The problem's title only: a summary of its type, where `detail` may echo the request.
-            if let title = response.problem?.displayTitle, !title.isEmpty { text += " (\(title))" }
+            if let title = response.problem?.displayed(for: response.request, redaction: .effective(for: response.request)).title, !title.isEmpty {
+                text += " (\(title))"
+            }
         }
         if let detail { text += ": \(detail)" }
         if let underlyingError, !(underlyingError is CancellationError) {

@@ -91,6 +91,15 @@ public struct ProblemDetails: Sendable, Hashable {
     /// ``detail`` as it may be shown: control characters replaced, at most 1,000 characters.
     public var displayDetail: String? { detail.map { Self.printable($0, limit: 1000) } }
 
+    /// ``title`` and ``detail`` as they may be shown for `request`'s answer: scrubbed of
+    /// the secrets `request` sent (a server may echo them), then made printable.
+    package func displayed(for request: APIRequest, redaction: Redaction) -> (title: String?, detail: String?) {
+        (
+            title.map { Self.printable(redaction.scrub($0, secretsOf: request), limit: 200) },
+            detail.map { Self.printable(redaction.scrub($0, secretsOf: request), limit: 1000) }
+        )
+    }
+
     /// `text` on one line, without control, line-separator or bidirectional
     /// characters, cut at `limit` characters.
     package static func printable(_ text: String, limit: Int) -> String {
@@ -114,20 +123,40 @@ public struct ProblemDetails: Sendable, Hashable {
 }
 
 extension Redaction {
-    /// `text` with every secret the request carried (values of secret header fields,
-    /// their credentials after a scheme such as `Bearer`, values of secret query items)
-    /// replaced by `<redacted>`: for text a server wrote that may echo them.
+    /// `text` with every secret the request carried replaced by `<redacted>`: values of
+    /// secret header fields, the credentials after their scheme (and a Basic pair's
+    /// decoded user:password and password), each cookie's value, and secret query
+    /// values as sent and decoded. For text a server wrote that may echo them; scrub
+    /// before cutting the text, so that no secret is cut in two.
     package func scrub(_ text: String, secretsOf request: APIRequest) -> String {
-        var secrets: [String] = []
+        var secrets: Set<String> = []
         for field in request.headerFields where isSecretHeader(field.name) {
-            secrets.append(field.value)
-            if let space = field.value.firstIndex(of: " ") { secrets.append(String(field.value[field.value.index(after: space)...])) }
+            let value = field.value.trimmingCharacters(in: .whitespaces)
+            secrets.insert(value)
+            let parts = value.split(separator: " ", maxSplits: 1)
+            if parts.count == 2 {
+                let credentials = parts[1].trimmingCharacters(in: .whitespaces)
+                secrets.insert(credentials)
+                if parts[0].lowercased() == "basic", let data = Data(base64Encoded: credentials), let pair = String(data: data, encoding: .utf8) {
+                    secrets.insert(pair)
+                    if let colon = pair.firstIndex(of: ":") { secrets.insert(String(pair[pair.index(after: colon)...])) }
+                }
+            }
+            // Cookie: name=value; name=value
+            for cookie in value.split(separator: ";") {
+                if let equals = cookie.firstIndex(of: "=") { secrets.insert(String(cookie[cookie.index(after: equals)...])) }
+            }
         }
         for item in request.queryItems where isSecretQueryItem(item.name) {
-            if let value = item.value { secrets.append(value) }
+            if let value = item.value { secrets.insert(value) }
+        }
+        for pair in (request.percentEncodedQuery ?? "").split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, isSecretQueryItem(parts[0].removingPercentEncoding ?? String(parts[0])) { secrets.insert(String(parts[1])) }
         }
         var scrubbed = text
-        // The longest first, so that a credential's part never leaves the rest showing.
+        // The longest first, so that a credential's part never leaves the rest showing;
+        // shorter than 4 characters would hide ordinary words.
         for secret in secrets.sorted(by: { $0.count > $1.count }) where secret.count >= 4 {
             scrubbed = scrubbed.replacingOccurrences(of: secret, with: "<redacted>")
         }

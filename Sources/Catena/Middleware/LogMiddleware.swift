@@ -66,7 +66,7 @@ public struct LogMiddleware: HTTPMiddleware {
             logger.log(
                 level: level,
                 "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
-                metadata: headers(response.headerFields, redaction, problem: response.status.code >= 400 ? response.problem : nil))
+                metadata: headers(response.headerFields, redaction, problem: response.status.code >= 400 ? response.problem : nil, of: response.request))
             return response
         } catch {
             let elapsed = ContinuousClock.now - start
@@ -90,18 +90,19 @@ public struct LogMiddleware: HTTPMiddleware {
 
     /// The headers, when logged, and an RFC 9457 problem's type and title (never its
     /// detail or members, which may echo what the request sent).
-    private func headers(_ fields: HTTPFields, _ redaction: Redaction, problem: ProblemDetails? = nil) -> Logger.Metadata {
+    private func headers(_ fields: HTTPFields, _ redaction: Redaction, problem: ProblemDetails? = nil, of request: APIRequest? = nil) -> Logger.Metadata {
         var metadata: Logger.Metadata = [:]
         if logsHeaders, !fields.isEmpty { metadata["headers"] = "\(redaction.describe(fields))" }
-        if let problem {
-            metadata["problem.type"] = "\(ProblemDetails.printable(problem.type, limit: 200))"
-            if let title = problem.displayTitle { metadata["problem.title"] = "\(title)" }
+        if let problem, let request {
+            metadata["problem.type"] = "\(ProblemDetails.printable(redaction.scrub(problem.type, secretsOf: request), limit: 200))"
+            if let title = problem.displayed(for: request, redaction: redaction).title { metadata["problem.title"] = "\(title)" }
         }
         return metadata
     }
 
     private static func summary(_ error: CatenaError) -> String {
-        let problem = error.problem?.displayTitle.map { " (\($0))" } ?? ""
+        let sent = error.response?.request ?? error.request
+        let problem = error.problem?.displayed(for: sent, redaction: .effective(for: sent)).title.map { " (\($0))" } ?? ""
         return "\(error.code)\(problem)\(error.detail.map { ": \($0)" } ?? "")"
     }
 }

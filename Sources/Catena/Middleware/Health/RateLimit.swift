@@ -11,10 +11,12 @@ import HTTPTypes
 ///   overshoot while answers are still on their way, and an answer from an earlier
 ///   window does not overwrite the current one.
 /// - **Learning first.** Until an origin's first answer is in, one call at a time goes
-///   to it (`learnsFirst`), so that a fan-out as the very first thing is paced too.
+///   to it (`learnsFirst`), so that a fan-out as the very first thing is paced too; while
+///   none has answered, one more goes every 2 s, so a slow first call holds no others long.
 /// - **`Retry-After`.** A 429 or 503 with `Retry-After` holds the whole origin: every
 ///   call to it waits until then, not only the one that was told. The hold is capped
-///   at `maxHold`; a 429 without `Retry-After` or rate-limit fields holds it a second.
+///   at `maxHold`, and so is a reset: past it one call goes to learn whether the origin
+///   is still spent. A 429 without `Retry-After` or rate-limit fields holds it a second.
 /// - **Declared limits.** `declared` gives a limit for hosts that document one without
 ///   sending fields: at most `calls` in any `window` (a sliding window, so no window of
 ///   the server's, wherever it starts, sees more).
@@ -65,7 +67,8 @@ public struct RateLimitMiddleware: HTTPMiddleware {
     ///     `"host:port"`.
     ///   - maxWait: the longest a call waits for its turn before it fails with
     ///     ``CatenaError/Code/rateLimited``.
-    ///   - maxHold: the longest a `Retry-After` holds an origin.
+    ///   - maxHold: the longest a `Retry-After` or an announced reset holds an origin (at
+    ///     least 1 s); past it one call goes to learn whether the origin is still spent.
     ///   - learnsFirst: send an origin's first call alone, so that its answer's limits
     ///     pace the calls after it.
     ///   - partition: the key state is kept under; by default the origin. Return the
@@ -77,7 +80,8 @@ public struct RateLimitMiddleware: HTTPMiddleware {
     ) {
         self.declared = Dictionary(declared.map { (Self.hostKey($0.key), $0.value) }, uniquingKeysWith: { $1 })
         self.maxWait = max(.zero, maxWait)
-        self.maxHold = max(.zero, maxHold)
+        // At least a second: a window that ends as it starts would be decided again and again.
+        self.maxHold = max(.seconds(1), maxHold)
         self.learnsFirst = learnsFirst
         self.partition = partition
         self.clock = clock
@@ -149,7 +153,8 @@ public struct RateLimitMiddleware: HTTPMiddleware {
                 waited = (elapsed, waited?.byRetryAfter ?? false)
                 let answered = await waitForNews(key: key, id: id, atMost: learning ? min(max(left, .zero), Self.learningWait) : left)
                 if Task.isCancelled { throw CatenaError(.cancelled, request: request, detail: "cancelled while waiting for the rate limit") }
-                if !answered && learning { origins.withState(key) { $0.learned = true } }
+                // Still no answer: one more call may go to learn, the others wait on.
+                if !answered && learning { origins.withState(key) { $0.probing = false } }
             }
         }
     }
@@ -251,6 +256,9 @@ struct LimiterState: OriginState {
         var carried = 0
         /// When the window before this one ended, as this client knew it.
         var previousEnd: Date?
+        /// Whether `end` was cut to `maxHold`: the server's reset is later, so when it
+        /// passes, the quota is learned again rather than taken as restored.
+        var endIsCapped = false
     }
 
     /// A call that was let through: what it must report back when it ends.
@@ -296,18 +304,22 @@ struct LimiterState: OriginState {
         }
         for (name, window) in windows {
             guard let end = window.end else { continue }
-            if end > latest { windows[name]!.end = latest }
+            if end > latest {
+                windows[name]!.end = latest
+                windows[name]!.endIsCapped = true
+            }
             guard end <= now else { continue }
             // The window is over. A known quota starts afresh in the window that holds
-            // now (several may have passed while idle); an unknown one is learned again.
-            guard let quota = window.quota else {
+            // now (several may have passed while idle); an unknown one, or one whose end
+            // was only this client's cap, is learned again by one call.
+            guard let quota = window.quota, !window.endIsCapped else {
                 windows[name] = nil
                 learned = false
                 continue
             }
             let carried = window.outstanding + window.carried
             var next = Window(
-                remaining: max(0, quota - carried), quota: quota, length: window.length, generation: window.generation + 1, carried: carried,
+                remaining: max(0, quota - carried), quota: quota, length: window.length, generation: newGeneration(), carried: carried,
                 previousEnd: end)
             if let length = window.length?.seconds, length > 0 {
                 let passed = max(1, (now.timeIntervalSince(end) / length).rounded(.up))
@@ -341,6 +353,15 @@ struct LimiterState: OriginState {
         if probe { probing = true }
         inFlight += 1
         return .go(Ticket(generations: windows.mapValues(\.generation), probe: probe))
+    }
+
+    /// Generations count across every window of every policy, so that a ticket from a
+    /// window that was dropped never matches one made later under the same name.
+    private var lastGeneration = 0
+
+    private mutating func newGeneration() -> Int {
+        lastGeneration += 1
+        return lastGeneration
     }
 
     private mutating func newsWait(learning: Bool) -> Decision {
@@ -385,10 +406,12 @@ struct LimiterState: OriginState {
         for status in statuses where !countedEarlier.contains(status.policy) {
             // A reset past maxHold is held to it: one answer cannot stop calls for a year.
             let end = status.reset.map { now.addingTimeInterval(min($0, maxHold).seconds) }
+            let capped = status.reset.map { $0 > maxHold } ?? false
             guard var window = windows[status.policy] else {
                 // Calls still in flight were sent before this was known: counted as spent.
                 windows[status.policy] = Window(
-                    remaining: max(0, status.remaining - inFlight), end: end, quota: status.quota, length: status.window)
+                    remaining: max(0, status.remaining - inFlight), end: end, quota: status.quota, length: status.window,
+                    generation: newGeneration(), endIsCapped: capped)
                 continue
             }
             // An answer whose reset is a second or more past the end this window
@@ -400,9 +423,9 @@ struct LimiterState: OriginState {
                 end >= known.addingTimeInterval(0.9)  // a second, less the milliseconds of rounding
             {
                 window = Window(
-                    remaining: max(0, status.remaining - window.outstanding), end: end, quota: status.quota ?? window.quota,
-                    length: status.window ?? window.length, generation: window.generation + 1,
-                    carried: window.outstanding + window.carried, previousEnd: known)
+                    remaining: max(0, status.remaining - window.outstanding - window.carried), end: end, quota: status.quota ?? window.quota,
+                    length: status.window ?? window.length, generation: newGeneration(),
+                    carried: window.outstanding + window.carried, previousEnd: known, endIsCapped: capped)
                 windows[status.policy] = window
                 continue
             }
@@ -419,10 +442,12 @@ struct LimiterState: OriginState {
                         window.endIsGuessed = true
                     }
                 } else if let known = window.end, !window.endIsGuessed {
+                    if end < known { window.endIsCapped = capped }
                     window.end = min(known, end)
                 } else {
                     window.end = end
                     window.endIsGuessed = false
+                    window.endIsCapped = capped
                 }
             }
             window.quota = status.quota ?? window.quota

@@ -42,11 +42,12 @@ public final class RetryBudget: Sendable {
         origins.withState(request.originKey) { $0.add(success: 1, retry: 0, bucket: bucket) }
     }
 
-    /// Counts `response` as a success, unless a 5xx or a 429, or already counted by a
-    /// middleware further down that shares this budget; returns it marked as counted.
+    /// Counts `response` as a success, unless a 5xx, a 408 or a 429 (answers a retry
+    /// is for), or already counted by a middleware further down that shares this
+    /// budget; returns it marked as counted.
     func recordSuccess(of response: APIResponse) -> APIResponse {
         let code = response.status.code
-        guard code < 500, code != 429, response.request[option: CountedBy.self] !== self else { return response }
+        guard code < 500, code != 429, code != 408, response.request[option: CountedBy.self] !== self else { return response }
         recordSuccess(for: response.request)
         var response = response
         response.request[option: CountedBy.self] = self

@@ -131,6 +131,22 @@ struct LimiterStateTests {
         #expect(again <= stepBack.addingTimeInterval(60))
     }
 
+    @Test("a reset past maxHold is not a quota restored: when the cap passes, one call goes to learn again")
+    func cappedReset() throws {
+        var state = LimiterState()
+        let now = Date()
+        let ticket = try go(&state, at: now)
+        _ = state.finish(
+            ticket, response: try answer(["RateLimit-Policy": #""hour";q=5000;w=3600"#, "RateLimit": #""hour";r=0;t=3540"#]), now: now,
+            maxHold: maxHold)
+        let later = now.addingTimeInterval(61)
+        _ = try go(&state, at: later)  // the one that learns
+        guard case .waitForNews(_, true) = state.decide(now: later, declared: nil, learnsFirst: true, maxHold: maxHold) else {
+            Issue.record("the cap gave back the whole quota")
+            return
+        }
+    }
+
     @Test("a 429 that says when nothing holds the origin a second; one whose fields say when does not need to")
     func silent429() throws {
         var state = LimiterState()

@@ -249,6 +249,16 @@ struct ProblemDetailsTests {
             .get, urlString: "https://api.example/x?api_key=k3y-value&page=2", headerFields: [.authorization: "Bearer t0ken-value"])
         let detail = "token t0ken-value (Bearer t0ken-value) and key k3y-value are not valid for page 2"
         #expect(Redaction.default.scrub(detail, secretsOf: request) == "token <redacted> (<redacted>) and key <redacted> are not valid for page 2")
+        let basic = try APIRequest(
+            .get, urlString: "https://api.example/x?token=a%2Fb%2Fc%2Fd",
+            headerFields: [.authorization: "Basic \(Data("neo:s3cr3t-pass".utf8).base64EncodedString())", .cookie: "a=1; session=c00kie-value"])
+        let echoed = "neo:s3cr3t-pass, password s3cr3t-pass, session c00kie-value, token a/b/c/d or a%2Fb%2Fc%2Fd"
+        #expect(
+            Redaction.default.scrub(echoed, secretsOf: basic)
+                == "<redacted>, password <redacted>, session <redacted>, token <redacted> or <redacted>")
+        // Scrubbed before the cut: a secret across the 1,000th character is not half shown.
+        let long = ProblemDetails(detail: String(repeating: "x", count: 995) + "t0ken-value")
+        #expect(long.displayed(for: request, redaction: .default).detail?.contains("t0ke") == false)
     }
 
     @Test("not a problem: another media type, or a body that is not a JSON object")

@@ -117,9 +117,10 @@ public struct RetryMiddleware: HTTPMiddleware {
     ///
     /// - Parameters:
     ///   - strategy: which failures are retried, how often, and how long to wait.
-    ///   - clock: what to wait on; inject a virtual clock in tests.
     ///   - budget: limits retries to each origin to a share of its successful calls;
     ///     a retry it refuses ends the call (see ``RetryBudget``).
+    ///   - clock: what to wait on; inject a virtual clock in tests.
+    ///   - random: returns a value in `0...upperBound`; for jitter.
     public init(
         _ strategy: RetryStrategy = .standard, budget: RetryBudget? = nil, clock: any RetryClock = SystemRetryClock(),
         random: @escaping @Sendable (_ upperBound: Double) -> Double = { Double.random(in: 0...$0) }

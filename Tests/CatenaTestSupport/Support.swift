@@ -179,3 +179,43 @@ extension Result {
         return nil
     }
 }
+
+/// Turns at corelibs URLSession, for the tests that send it bombs and the tests that
+/// time its next call. corelibs runs every session's libcurl work on one serial queue:
+/// a bomb another suite's session inflates holds up every URLSession call in the
+/// process (a fresh-clone run under ThreadSanitizer timed a call out so), whatever the
+/// session. Other transports run at once.
+enum CorelibsTurns {
+    private static let gate = Gate()
+
+    static func take<T: Sendable>(_ kind: TransportKind, _ body: () async throws -> T) async rethrows -> T {
+        guard kind == .urlSession else { return try await body() }
+        await gate.enter()
+        do {
+            let result = try await body()
+            await gate.leave()
+            return result
+        } catch {
+            await gate.leave()
+            throw error
+        }
+    }
+
+    /// One holder at a time, the others queued in order.
+    private actor Gate {
+        private var held = false
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+
+        func enter() async {
+            guard held else {
+                held = true
+                return
+            }
+            await withCheckedContinuation { waiting.append($0) }
+        }
+
+        func leave() {
+            if waiting.isEmpty { held = false } else { waiting.removeFirst().resume() }
+        }
+    }
+}

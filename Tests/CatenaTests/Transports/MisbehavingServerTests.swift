@@ -50,32 +50,36 @@ struct MisbehavingServerTests {
 
     @Test("each fault ends once, with its documented outcome, within its timeout", arguments: TransportKind.allCases, faults)
     func oneFault(kind: TransportKind, fault: MisbehavingServer.Fault) async throws {
-        let server = try await FaultServer.running()
-        let transport = kind.make(timeout: .seconds(30))
-        await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)")
-        // Afterwards the transport still serves a normal request.
-        await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) ok after \(fault)")
+        try await CorelibsTurns.take(kind) {
+            let server = try await FaultServer.running()
+            let transport = kind.make(timeout: .seconds(30))
+            await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)")
+            // Afterwards the transport still serves a normal request.
+            await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) ok after \(fault)")
+        }
     }
 
     @Test("every fault at once, twice over, and the pool still serves normal requests", arguments: TransportKind.allCases)
     func allAtOnce(kind: TransportKind) async throws {
-        let server = try await FaultServer.running()
-        let transport = kind.make(timeout: .seconds(30))
-        await withTaskGroup(of: Void.self) { group in
-            // One 204 with stray bytes, not two: a call that draws both connections they
-            // break sees the same parse error twice of three attempts, the answer a
-            // server sending garbage gives, and nothing on the wire tells them apart.
-            for fault in Self.faults + Self.faults.filter({ $0 != .noContentWithBody }) {
-                // All faults at once end on corelibs' one delegate queue, which cancelling
-                // a task there used to hold up (4.3 s for a 1 s timeout, with the whole
-                // suite running): the same margin as on AsyncHTTPClient now.
-                group.addTask {
-                    await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)")
+        try await CorelibsTurns.take(kind) {
+            let server = try await FaultServer.running()
+            let transport = kind.make(timeout: .seconds(30))
+            await withTaskGroup(of: Void.self) { group in
+                // One 204 with stray bytes, not two: a call that draws both connections they
+                // break sees the same parse error twice of three attempts, the answer a
+                // server sending garbage gives, and nothing on the wire tells them apart.
+                for fault in Self.faults + Self.faults.filter({ $0 != .noContentWithBody }) {
+                    // All faults at once end on corelibs' one delegate queue, which cancelling
+                    // a task there used to hold up (4.3 s for a 1 s timeout, with the whole
+                    // suite running): the same margin as on AsyncHTTPClient now.
+                    group.addTask {
+                        await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)")
+                    }
                 }
             }
-        }
-        for _ in 0..<5 {
-            await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) ok afterwards")
+            for _ in 0..<5 {
+                await expectOutcome(transport, faultRequest(.ok, on: server), .status(200), "\(kind) ok afterwards")
+            }
         }
     }
 
@@ -83,36 +87,38 @@ struct MisbehavingServerTests {
         "a gzip bomb is answered at the size limit, not when libcurl has inflated it all",
         arguments: TransportKind.allCases)
     func hugeBomb(kind: TransportKind) async throws {
-        let server = try await FaultServer.running()
-        // 512 KiB that inflate to 512 MiB, against a 1 MiB limit and a 1 s timeout that
-        // must not be reached. corelibs inflates the whole body in one libcurl call on
-        // its session's work queue (about 1.5 s of one core here); cancelled on the
-        // delegate queue at the limit, the call waited for all of it (the 2 GiB bomb
-        // took 9.8 s against 3 s; `CatenaBenchmarks --only hostile` measures that one).
-        // Answered first, it ends at the limit. The 2 GiB bomb is not run here: its 6 s
-        // of CPU beside the other suites starved their calls on a loaded two-core
-        // machine. Under ThreadSanitizer the 8 MiB bomb.
-        let fault: MisbehavingServer.Fault = Timing.isThreadSanitized ? .gzipBomb : .largeGzipBomb
-        var request = APIRequest(.get, url: server.url(fault))
-        request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))
-        request[option: MaximumResponseSize.self] = 1 << 20
-        // A session of its own: every other call of the shared one would wait meanwhile.
-        let session = URLSessionTransport(configuration: URLSessionTransport.defaultConfiguration, timeout: .seconds(30))
-        let transport: any HTTPLoader = kind == .urlSession ? session : kind.make(timeout: .seconds(30))
-        let start = ContinuousClock.now
-        await expectOutcome(transport, request, .error(.invalidResponse), "\(kind) \(fault)", margin: .zero)
-        let answered = ContinuousClock.now - start
-        guard kind == .urlSession else { return }
-        // libcurl goes on inflating after the call ended: the next test waits for it.
-        let drained = await Timing.eventually(within: .seconds(60)) {
-            await withCheckedContinuation { continuation in session.session.getAllTasks { continuation.resume(returning: $0.isEmpty) } }
+        try await CorelibsTurns.take(kind) {
+            let server = try await FaultServer.running()
+            // 512 KiB that inflate to 512 MiB, against a 1 MiB limit and a 1 s timeout that
+            // must not be reached. corelibs inflates the whole body in one libcurl call on
+            // its session's work queue (about 1.5 s of one core here); cancelled on the
+            // delegate queue at the limit, the call waited for all of it (the 2 GiB bomb
+            // took 9.8 s against 3 s; `CatenaBenchmarks --only hostile` measures that one).
+            // Answered first, it ends at the limit. The 2 GiB bomb is not run here: its 6 s
+            // of CPU beside the other suites starved their calls on a loaded two-core
+            // machine. Under ThreadSanitizer the 8 MiB bomb.
+            let fault: MisbehavingServer.Fault = Timing.isThreadSanitized ? .gzipBomb : .largeGzipBomb
+            var request = APIRequest(.get, url: server.url(fault))
+            request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))
+            request[option: MaximumResponseSize.self] = 1 << 20
+            // A session of its own: every other call of the shared one would wait meanwhile.
+            let session = URLSessionTransport(configuration: URLSessionTransport.defaultConfiguration, timeout: .seconds(30))
+            let transport: any HTTPLoader = kind == .urlSession ? session : kind.make(timeout: .seconds(30))
+            let start = ContinuousClock.now
+            await expectOutcome(transport, request, .error(.invalidResponse), "\(kind) \(fault)", margin: .zero)
+            let answered = ContinuousClock.now - start
+            guard kind == .urlSession else { return }
+            // libcurl goes on inflating after the call ended: the next test waits for it.
+            let drained = await Timing.eventually(within: .seconds(60)) {
+                await withCheckedContinuation { continuation in session.session.getAllTasks { continuation.resume(returning: $0.isEmpty) } }
+            }
+            #expect(drained, "corelibs finished the bomb's task")
+            // Whatever the machine's speed: the call was answered in the first half of the
+            // time libcurl spent on the bomb, not when it was done (too quick to tell apart
+            // under ThreadSanitizer's small bomb).
+            let finished = ContinuousClock.now - start
+            #expect(Timing.isThreadSanitized || answered < finished / 2, "answered after \(answered), libcurl done after \(finished)")
         }
-        #expect(drained, "corelibs finished the bomb's task")
-        // Whatever the machine's speed: the call was answered in the first half of the
-        // time libcurl spent on the bomb, not when it was done (too quick to tell apart
-        // under ThreadSanitizer's small bomb).
-        let finished = ContinuousClock.now - start
-        #expect(Timing.isThreadSanitized || answered < finished / 2, "answered after \(answered), libcurl done after \(finished)")
     }
 
     @Test("a body sent one byte per chunk is held as a few gathered chunks, not an object per byte, and arrives whole", arguments: TransportKind.allCases)

@@ -7,7 +7,8 @@ import Testing
 
 /// After a hostile answer the next call to the same server works at once: within 1 s
 /// (its timeout), on the same transport, on both transports. Each test gets transports
-/// of its own, so the suites running beside it neither slow it nor are slowed by it.
+/// of its own, and URLSession's cases take turns with the suites that send it bombs
+/// (``CorelibsTurns``): corelibs shares one queue between all sessions.
 @Suite("Recovery after hostile answers", .serialized)
 struct RecoveryTests {
     static func transport(_ kind: TransportKind) -> any HTTPLoader {
@@ -32,36 +33,42 @@ struct RecoveryTests {
     /// session (HostileServers: "What a transport cannot stop").
     @Test("after a gzip bomb stopped at the size limit", arguments: TransportKind.allCases)
     func afterBomb(kind: TransportKind) async throws {
-        let server = try await FaultServer.running()
-        let transport = Self.transport(kind)
-        let large: MisbehavingServer.Fault = kind == .urlSession || Timing.isThreadSanitized ? .gzipBomb : .largeGzipBomb
-        for fault in Set([MisbehavingServer.Fault.gzipBomb, large]) {
-            await expectOutcome(transport, faultRequest(fault, on: server), .error(.invalidResponse), "\(kind) \(fault)")
-            await Self.nextCallAnswers(transport, server, after: "\(fault)", kind: kind)
+        try await CorelibsTurns.take(kind) {
+            let server = try await FaultServer.running()
+            let transport = Self.transport(kind)
+            let large: MisbehavingServer.Fault = kind == .urlSession || Timing.isThreadSanitized ? .gzipBomb : .largeGzipBomb
+            for fault in Set([MisbehavingServer.Fault.gzipBomb, large]) {
+                await expectOutcome(transport, faultRequest(fault, on: server), .error(.invalidResponse), "\(kind) \(fault)")
+                await Self.nextCallAnswers(transport, server, after: "\(fault)", kind: kind)
+            }
         }
     }
 
     @Test("after a body whose gzip data is corrupt, which fails as an invalid response", arguments: TransportKind.allCases)
     func afterCorruptGzip(kind: TransportKind) async throws {
-        let server = try await FaultServer.running()
-        let transport = Self.transport(kind)
-        await expectOutcome(transport, faultRequest(.badGzip, on: server), .error(.invalidResponse), "\(kind) bad gzip", margin: .seconds(1))
-        await Self.nextCallAnswers(transport, server, after: "bad gzip", kind: kind)
+        try await CorelibsTurns.take(kind) {
+            let server = try await FaultServer.running()
+            let transport = Self.transport(kind)
+            await expectOutcome(transport, faultRequest(.badGzip, on: server), .error(.invalidResponse), "\(kind) bad gzip", margin: .seconds(1))
+            await Self.nextCallAnswers(transport, server, after: "bad gzip", kind: kind)
+        }
     }
 
     @Test("after 50 hostile calls at once", arguments: TransportKind.allCases)
     func afterFifty(kind: TransportKind) async throws {
-        let server = try await FaultServer.running()
-        let transport = Self.transport(kind)
-        let hostile: [MisbehavingServer.Fault] = [
-            .gzipBomb, .badGzip, .endless, .garbage, .reset, .truncated, .badChunked, .hugeHead, .twoLengths, .closeEarly,
-        ]
-        await withTaskGroup(of: Void.self) { group in
-            for index in 0..<50 {
-                let fault = hostile[index % hostile.count]
-                group.addTask { await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)") }
+        try await CorelibsTurns.take(kind) {
+            let server = try await FaultServer.running()
+            let transport = Self.transport(kind)
+            let hostile: [MisbehavingServer.Fault] = [
+                .gzipBomb, .badGzip, .endless, .garbage, .reset, .truncated, .badChunked, .hugeHead, .twoLengths, .closeEarly,
+            ]
+            await withTaskGroup(of: Void.self) { group in
+                for index in 0..<50 {
+                    let fault = hostile[index % hostile.count]
+                    group.addTask { await expectOutcome(transport, faultRequest(fault, on: server), fault.expected, "\(kind) \(fault)") }
+                }
             }
+            await Self.nextCallAnswers(transport, server, after: "50 hostile calls", kind: kind)
         }
-        await Self.nextCallAnswers(transport, server, after: "50 hostile calls", kind: kind)
     }
 }

@@ -141,7 +141,10 @@ struct RetryBudgetTests {
             }
         }
         #expect(codes == Array(repeating: .retryBudgetExhausted, count: 4))
-        #expect(try await flakyStats(key).calls == 6)  // 4 calls and 2 retries
+        // 4 calls and 2 retries; the server may see more when a transport resends a call
+        // whose reused connection had closed (it did once under ThreadSanitizer).
+        #expect(log.all.filter { if case .retrying = $0 { true } else { false } }.count == 2)
+        #expect(try await flakyStats(key).calls >= 6)
         #expect(log.all.filter { $0 == .retryBudgetExhausted }.count == 4)
     }
 

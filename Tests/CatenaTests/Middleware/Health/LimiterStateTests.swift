@@ -14,6 +14,11 @@ struct LimiterStateTests {
         return APIResponse(status: status, headerFields: headers, request: try APIRequest(urlString: "https://api.example/"))
     }
 
+    /// An answer with `X-RateLimit-*` fields of a quota of 5 and an epoch reset.
+    private func x(remaining: Int, reset: Int) throws -> APIResponse {
+        try answer(["X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "\(remaining)", "X-RateLimit-Reset": "\(reset)"])
+    }
+
     private func go(_ state: inout LimiterState, at now: Date) throws -> LimiterState.Ticket {
         guard case .go(let ticket) = state.decide(now: now, declared: nil, learnsFirst: true, maxHold: maxHold) else {
             throw CatenaError(.invalidRequest, request: try APIRequest(urlString: "https://api.example/"), detail: "not let through")
@@ -54,9 +59,6 @@ struct LimiterStateTests {
     @Test("calls still in flight when a window ends are spent in the next until their answers say which window counted them")
     func carried() throws {
         let start = Date(timeIntervalSince1970: 1_800_000_000)
-        func x(remaining: Int, reset: Int) throws -> APIResponse {
-            try answer(["X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "\(remaining)", "X-RateLimit-Reset": "\(reset)"])
-        }
         var state = LimiterState()
         let probe = try go(&state, at: start)
         _ = state.finish(probe, response: try x(remaining: 4, reset: 1_800_000_001), now: start, maxHold: maxHold)
@@ -90,9 +92,6 @@ struct LimiterStateTests {
     @Test("answers that name the next window (calls that reached the server late) move the limiter to it")
     func nextWindowEarly() throws {
         let start = Date(timeIntervalSince1970: 1_800_000_000.3)
-        func x(remaining: Int, reset: Int) throws -> APIResponse {
-            try answer(["X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "\(remaining)", "X-RateLimit-Reset": "\(reset)"])
-        }
         var state = LimiterState()
         let probe = try go(&state, at: start)
         _ = state.finish(probe, response: try x(remaining: 4, reset: 1_800_000_001), now: start, maxHold: maxHold)

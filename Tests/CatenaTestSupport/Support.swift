@@ -183,8 +183,8 @@ extension Result {
 /// Turns at corelibs URLSession, for the tests that send it bombs and the tests that
 /// time its next call. corelibs runs every session's libcurl work on one serial queue:
 /// a bomb another suite's session inflates holds up every URLSession call in the
-/// process (a fresh-clone run under ThreadSanitizer timed a call out so), whatever the
-/// session. Other transports run at once.
+/// process, whatever the session, long enough to time a 1 s call out. Other transports
+/// run at once.
 enum CorelibsTurns {
     private static let gate = Gate()
 

@@ -19,7 +19,7 @@ struct RecoveryTests {
 
     /// A normal call with a 1 s timeout (stretched under ThreadSanitizer) must answer:
     /// the timeout is what holds it to 1 s (a later answer is `timedOut`, not 200). The
-    /// margin is for the timer's own lateness on a loaded run (23 ms once).
+    /// margin is for the timer's own lateness on a loaded run.
     static func nextCallAnswers(_ transport: any HTTPLoader, _ server: MisbehavingServer, after what: String, kind: TransportKind) async {
         var request = faultRequest(.ok, on: server)
         request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))

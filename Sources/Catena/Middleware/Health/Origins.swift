@@ -71,7 +71,4 @@ package final class OriginTable<State: OriginState>: Sendable {
             for key in Array(table.entries.keys) { body(&table.entries[key]!.state) }
         }
     }
-
-    /// How many origins are kept now.
-    package var count: Int { table.withLock { $0.entries.count } }
 }

@@ -11,6 +11,12 @@ public import Foundation
 ///
 /// The token requests go through `loader`, which should not contain the TokenAuthMiddleware
 /// itself. Credentials travel in the form body only, never in a URL or a log line.
+///
+/// Deprecated: the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4) says the
+/// password grant MUST NOT be used, since it hands the user's password to the client
+/// and cannot carry multi-factor sign-in. It stays for old servers; use
+/// ``OAuth2Client`` with the device or authorization code flow instead.
+@available(*, deprecated, message: "RFC 9700 §2.4: the password grant MUST NOT be used; sign in with OAuth2Client's device or authorization code flow")
 public struct OAuth2PasswordFlow: Sendable {
     public let tokenURL: URL
     public let clientID: String?

@@ -1,19 +1,5 @@
-public import Foundation
+import Foundation
 import HTTPTypes
-
-/// An OAuth 2 style bearer token.
-public struct BearerToken: Sendable, Hashable {
-    public var accessToken: String
-    public var refreshToken: String?
-    /// When the access token stops working, if known.
-    public var expiresAt: Date?
-
-    public init(accessToken: String, refreshToken: String? = nil, expiresAt: Date? = nil) {
-        self.accessToken = accessToken
-        self.refreshToken = refreshToken
-        self.expiresAt = expiresAt
-    }
-}
 
 /// Adds a bearer token to requests for the configured hosts, and refreshes it.
 ///
@@ -39,6 +25,8 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
     public let hosts: Set<String>
     private let scope: CredentialScope
     private let store: TokenStore
+    /// Runs after a reset, given the token it forgot: an OAuth client's revocation.
+    let onReset: (@Sendable (BearerToken?) async -> Void)?
 
     /// - Parameters:
     ///   - hosts: the origins that may receive the token: `"host"` (default port) or `"host:port"`.
@@ -55,6 +43,17 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
         self.hosts = Set(hosts.map { $0.lowercased() })
         self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
         self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
+        self.onReset = nil
+    }
+
+    init(
+        hosts: Set<String>, allowHTTP: Bool, token: BearerToken?, leeway: Duration, clock: any RetryClock,
+        refresh: @escaping @Sendable (BearerToken?) async throws -> BearerToken, onReset: @escaping @Sendable (BearerToken?) async -> Void
+    ) {
+        self.hosts = Set(hosts.map { $0.lowercased() })
+        self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
+        self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
+        self.onReset = onReset
     }
 
     /// How many refreshes have run.
@@ -84,7 +83,8 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
     }
 
     public func reset() async {
-        store.reset()
+        let forgotten = store.reset()
+        await onReset?(forgotten)
     }
 
     private func obtain(_ request: APIRequest, _ body: () async throws -> BearerToken) async throws(CatenaError) -> BearerToken {
@@ -245,15 +245,19 @@ final class TokenStore: Sendable {
 
     /// Forgets the token, cancels the refresh in flight and ends every request waiting
     /// for it with `CancellationError`, without waiting for the refresh to stop.
-    func reset() {
-        let (task, waiters) = state.withLock { state -> (Task<Void, Never>?, [Waiter]) in
+    /// Returns the token it forgot.
+    @discardableResult
+    func reset() -> BearerToken? {
+        let (task, waiters, token) = state.withLock { state -> (Task<Void, Never>?, [Waiter], BearerToken?) in
+            let token = state.token
             state.token = nil
             state.generation &+= 1
             state.resets &+= 1
             defer { state.refresh = nil; state.waiters = [:] }
-            return (state.refresh, Array(state.waiters.values))
+            return (state.refresh, Array(state.waiters.values), token)
         }
         task?.cancel()
         for waiter in waiters { waiter.resume(throwing: CancellationError()) }
+        return token
     }
 }

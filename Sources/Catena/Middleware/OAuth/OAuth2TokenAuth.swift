@@ -1,0 +1,148 @@
+public import Foundation
+
+/// How a ``TokenAuthMiddleware`` for an ``OAuth2Client`` gets a token when it has none
+/// and cannot refresh: for flows that need no person, such as client credentials. An
+/// interactive flow (device, authorization code) signs in before the chain is used and
+/// hands the middleware its token or storage instead.
+public struct OAuth2SignIn: Sendable {
+    let run: @Sendable (OAuth2Client) async throws -> BearerToken
+
+    /// Signs in with `run`.
+    public init(_ run: @escaping @Sendable (OAuth2Client) async throws -> BearerToken) {
+        self.run = run
+    }
+
+    /// The client credentials grant: a new token whenever the old one expires.
+    ///
+    /// - Parameters:
+    ///   - scopes: the scopes asked for.
+    ///   - audience: the API the token is for (`audience`).
+    ///   - resources: the APIs the token is for (RFC 8707 `resource`).
+    public static func clientCredentials(scopes: [String] = [], audience: String? = nil, resources: [URL] = []) -> OAuth2SignIn {
+        OAuth2SignIn { client in try await client.clientCredentials(scopes: scopes, audience: audience, resources: resources) }
+    }
+}
+
+extension TokenAuthMiddleware {
+    /// Bearer tokens from an OAuth 2 server, for requests to `hosts`.
+    ///
+    /// - The token comes from `token`, else once from `storage`, else from `signIn`.
+    /// - An expired token is renewed by the refresh-token grant; a rotated refresh token
+    ///   is saved before any request uses the new access token. A refresh token the
+    ///   server refuses (`invalid_grant`) is removed from `storage`, and `signIn` runs
+    ///   again when there is one; without one the request fails with
+    ///   ``CatenaError/Code/authenticationFailed``: sign in again.
+    /// - However many requests need a new token, one token request runs (see
+    ///   ``TokenAuthMiddleware``).
+    /// - `reset()` (logout) removes the token from `storage` and revokes it at the
+    ///   server's revocation endpoint, if it has one (RFC 7009); a failed revocation
+    ///   does not stop the logout. A refresh still running then saves nothing.
+    ///
+    /// - Parameters:
+    ///   - hosts: the origins that may receive the token: `"host"` (default port) or `"host:port"`.
+    ///   - allowHTTP: send the token over plain http to hosts that are not loopback.
+    ///   - client: the OAuth 2 client that refreshes and revokes.
+    ///   - signIn: how to get a token when there is none, for flows without a person.
+    ///   - storage: where tokens are kept between runs.
+    ///   - storageKey: the name the token is kept under.
+    ///   - token: a token to start with, such as one a device or browser sign-in returned.
+    ///   - leeway: a token this close to its expiry counts as expired.
+    ///   - clock: the time, for expiry.
+    public init(
+        hosts: Set<String>, allowHTTP: Bool = false, client: OAuth2Client, signIn: OAuth2SignIn? = nil, storage: (any TokenStorage)? = nil,
+        storageKey: String = "default", token: BearerToken? = nil, leeway: Duration = .seconds(5), clock: any RetryClock = SystemRetryClock()
+    ) {
+        let keeper = OAuth2TokenKeeper(client: client, signIn: signIn, storage: storage, name: storageKey, leeway: leeway, clock: clock)
+        if let token, let storage { try? storage.save(token, named: storageKey) }
+        self.init(
+            hosts: hosts, allowHTTP: allowHTTP, token: token, leeway: leeway, clock: clock, refresh: { try await keeper.refresh($0) },
+            onReset: { await keeper.forget($0) })
+    }
+}
+
+/// An OAuth middleware's token source: the storage read once, refreshes saved, logout
+/// revoking. Saves and removals are ordered by `epoch` under one lock, so a refresh
+/// that a logout overtook can never write its token back.
+final class OAuth2TokenKeeper: Sendable {
+    private struct State {
+        var loaded = false
+        var epoch: UInt64 = 0
+    }
+
+    private let client: OAuth2Client
+    private let signIn: OAuth2SignIn?
+    private let storage: (any TokenStorage)?
+    private let name: String
+    private let leeway: Duration
+    private let clock: any RetryClock
+    private let state = Locked(State())
+
+    init(client: OAuth2Client, signIn: OAuth2SignIn?, storage: (any TokenStorage)?, name: String, leeway: Duration, clock: any RetryClock) {
+        self.client = client
+        self.signIn = signIn
+        self.storage = storage
+        self.name = name
+        self.leeway = leeway
+        self.clock = clock
+    }
+
+    func refresh(_ current: BearerToken?) async throws -> BearerToken {
+        let request = APIRequest(url: client.endpoints.token)
+        let (epoch, load) = state.withLock { state in
+            defer { state.loaded = true }
+            return (state.epoch, !state.loaded)
+        }
+        var current = current
+        if current == nil, load, let storage {
+            do {
+                current = try storage.token(named: name)
+            } catch {
+                throw CatenaError(.authenticationFailed, request: request, underlyingError: error, detail: "the stored token cannot be read")
+            }
+            if let stored = current, stored.expiresAt.map({ $0.timeIntervalSince(clock.now()) > leeway.seconds }) ?? true { return stored }
+        }
+        if let token = current, token.refreshToken != nil {
+            do {
+                return try keep(try await client.refresh(token), epoch: epoch)
+            } catch let error as CatenaError where error.oauth?.code == .invalidGrant {
+                // The refresh token is spent or revoked: it will never work again.
+                try? state.withLock { state in
+                    if state.epoch == epoch { try storage?.removeToken(named: name) }
+                }
+                if signIn == nil { throw error }
+            }
+        }
+        guard let signIn else {
+            throw CatenaError(.authenticationFailed, request: request, detail: "not signed in, or the sign-in has expired: sign in again")
+        }
+        return try keep(try await signIn.run(client), epoch: epoch)
+    }
+
+    /// Saves `token` unless a logout came since `epoch`.
+    private func keep(_ token: BearerToken, epoch: UInt64) throws -> BearerToken {
+        try state.withLock { state in
+            guard state.epoch == epoch else { throw CancellationError() }
+            do {
+                try storage?.save(token, named: name)
+            } catch {
+                throw CatenaError(
+                    .authenticationFailed, request: APIRequest(url: client.endpoints.token), underlyingError: error, detail: "the new token cannot be stored")
+            }
+        }
+        return token
+    }
+
+    /// Logout: removes the stored token and revokes `token`, or the stored one.
+    func forget(_ token: BearerToken?) async {
+        let stored = state.withLock { state -> BearerToken? in
+            state.epoch &+= 1
+            state.loaded = false
+            let stored = try? storage?.token(named: name)
+            try? storage?.removeToken(named: name)
+            return stored
+        }
+        guard client.endpoints.revocation != nil, let revoked = token ?? stored else { return }
+        try? await client.revoke(revoked)
+        if let stored, stored != revoked { try? await client.revoke(stored) }
+    }
+}

@@ -25,7 +25,7 @@ enum DemoRoutes {
     /// The largest request body the server reads (echo routes included).
     static let maximumBodySize = 64 * 1024 * 1024
 
-    static func makeRouter(photos: PhotoSettings = PhotoSettings(), requests: RequestTally = RequestTally()) -> Router<Context> {
+    static func makeRouter(photos: PhotoSettings = PhotoSettings(), requests: RequestTally = RequestTally(), secure: Bool = false) -> Router<Context> {
         let router = Router(context: Context.self)
         router.add(middleware: CountingMiddleware(tally: requests))
         router.add(middleware: HeadMiddleware())
@@ -34,6 +34,7 @@ enum DemoRoutes {
         addUserRoutes(to: router)
         addTestRoutes(to: router)
         LoaderRoutes.add(to: router)
+        OAuthRoutes.add(to: router, scheme: secure ? "https" : "http")
         PhotoRoutes.add(to: router, settings: photos)
         CacheRoutes.add(to: router)
         StreamRoutes.add(to: router)

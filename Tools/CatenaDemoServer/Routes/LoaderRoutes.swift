@@ -4,7 +4,8 @@ import Foundation
 import Hummingbird
 import NIOCore
 
-/// Routes for testing the loader suite: faults, rate limits, concurrency, auth.
+/// Routes for testing the loader suite: faults, rate limits, concurrency, basic auth
+/// (OAuth lives in ``OAuthRoutes``).
 /// State is per server and keyed by a client-chosen `key`, so tests running in
 /// parallel never see each other's counts.
 enum LoaderRoutes {
@@ -16,14 +17,9 @@ enum LoaderRoutes {
 
     final class State: Sendable {
         struct InFlight: Codable { var current = 0; var peak = 0; var total = 0 }
-        struct Token { var email: String; var expires: Date }
-        struct Grants: Codable { var password = 0; var refresh = 0; var invalid = 0 }
 
         let calls = Locked<[String: Int]>([:])
         let inFlight = Locked<[String: InFlight]>([:])
-        let tokens = Locked<[String: Token]>([:])
-        let refreshTokens = Locked<[String: String]>([:])
-        let grants = Locked(Grants())
     }
 
     static func add(to router: Router<Context>) {
@@ -88,64 +84,6 @@ enum LoaderRoutes {
             return DemoRoutes.rawJSON(#"{"authenticated":"\#(basicUser)"}"#, status: .ok)
         }
 
-        // A resource that wants a live bearer token from /oauth/token.
-        api.get("protected/me") { request, _ in
-            let presented = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
-            let token = presented.flatMap { value in state.tokens.withLock { $0[value] } }
-            guard let token, token.expires > Date() else {
-                return Response(
-                    status: .unauthorized, headers: [.wwwAuthenticate: #"Bearer error="invalid_token""#],
-                    body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_token"}"#)))
-            }
-            return try DemoRoutes.json(["email": token.email])
-        }
-
-        // OAuth 2 token endpoint (RFC 6749): password and refresh_token grants, form
-        // encoded. `expires_in` (seconds, demo only) sets the access token's lifetime.
-        router.post("oauth/token") { request, _ in
-            let body = try await request.body.collect(upTo: 1 << 16)
-            let form = parseForm(String(buffer: body))
-            let lifetime = try number(form["expires_in"], named: "expires_in", in: 0...3600, default: 60)
-            let email: String
-            switch form["grant_type"] {
-            case "password":
-                guard let username = form["username"], UserStore.user(email: username) != nil, form["password"]?.isEmpty == false else {
-                    state.grants.withLock { $0.invalid += 1 }
-                    return oauthError("invalid_grant")
-                }
-                state.grants.withLock { $0.password += 1 }
-                email = username
-            case "refresh_token":
-                guard let refresh = form["refresh_token"], let owner = state.refreshTokens.withLock({ $0.removeValue(forKey: refresh) }) else {
-                    state.grants.withLock { $0.invalid += 1 }
-                    return oauthError("invalid_grant")
-                }
-                state.grants.withLock { $0.refresh += 1 }
-                email = owner
-            default:
-                return oauthError("unsupported_grant_type")
-            }
-            let access = UUID().uuidString
-            let refresh = UUID().uuidString
-            state.tokens.withLock { $0[access] = State.Token(email: email, expires: Date().addingTimeInterval(lifetime)) }
-            state.refreshTokens.withLock { $0[refresh] = email }
-            return DemoRoutes.rawJSON(
-                #"{"access_token":"\#(access)","token_type":"Bearer","expires_in":\#(Int(lifetime)),"refresh_token":"\#(refresh)"}"#,
-                status: .ok)
-        }
-
-        // Expires an access token now (form: token=...), as if its lifetime had passed.
-        router.post("oauth/expire") { request, _ in
-            let body = try await request.body.collect(upTo: 1 << 16)
-            guard let token = parseForm(String(buffer: body))["token"] else { return oauthError("invalid_request") }
-            state.tokens.withLock { $0[token]?.expires = .distantPast }
-            return Response(status: .noContent)
-        }
-
-        router.get("oauth/stats") { _, _ in
-            try DemoRoutes.json(state.grants.withLock { $0 })
-        }
-
         // Redirects to the same port on another host name (localhost or 127.0.0.1),
         // to check that credentials do not follow a request to another origin.
         api.get("redirect-host") { request, _ in
@@ -157,22 +95,5 @@ enum LoaderRoutes {
             return Response(status: .found, headers: [.location: "http://\(host):\(port)\(target)"])
         }
     }
-
-    static func oauthError(_ code: String) -> Response {
-        DemoRoutes.rawJSON(#"{"error":"\#(code)"}"#, status: .badRequest)
-    }
-
-    static func parseForm(_ text: String) -> [String: String] {
-        var fields: [String: String] = [:]
-        for pair in text.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            func decode(_ part: Substring) -> String {
-                part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(part)
-            }
-            fields[decode(parts[0])] = parts.count > 1 ? decode(parts[1]) : ""
-        }
-        return fields
-    }
-
 }
 #endif  // DemoServer

@@ -102,7 +102,7 @@ public enum DemoServer {
             server = .http1()
         }
         return Application(
-            router: DemoRoutes.makeRouter(photos: photos, requests: requests),
+            router: DemoRoutes.makeRouter(photos: photos, requests: requests, secure: tls != nil),
             server: server,
             configuration: .init(address: address, serverName: "catena-demo"),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },

@@ -1,0 +1,547 @@
+#if DemoServer
+import Catena
+import Crypto
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// A small OAuth 2 authorization server, for testing and showing OAuth clients.
+///
+/// A `client_id` is a registered base, then optionally `.`-separated words: a word that
+/// names a mode turns it on, any other is a tag (so that a test gets counts of its own
+/// from `/oauth/stats?client=`). Bases:
+/// - `catena-cli`: public. Authorization code with PKCE S256, device code, refresh
+///   token; redirect URIs are loopback `http` ones only, on any port (RFC 8252 §7.3).
+/// - `catena-service`: confidential, secret `catena-service-secret`. Client credentials.
+///
+/// Modes: `wrong-state` (the authorization redirect carries another state), `slow` (each
+/// token-endpoint answer waits 1.5 s), `slow-down` (device polls answer slow_down, then
+/// authorization_pending, then the token), `expired` (device codes live 2 s and every
+/// poll answers expired_token), `denied` (device polls answer access_denied).
+///
+/// Besides, the password grant of the password-flow tests: a known user's email with any
+/// non-empty password, no client. `expires_in` (0…3600 s, default 60) in a token request
+/// sets the access token's lifetime whatever the grant.
+enum OAuthRoutes {
+    typealias Context = DemoRoutes.Context
+
+    /// Entries each table keeps at most, so that a long-running `catena serve` stays small.
+    static let tableLimit = 10_000
+    static let deviceGrant = "urn:ietf:params:oauth:grant-type:device_code"
+    static let scopes: Set<String> = ["read", "write"]
+    /// Who approves every authorization request.
+    static let demoUser = "janet.weaver@reqres.in"
+
+    struct Client: Sendable {
+        enum Mode: String, Sendable { case wrongState = "wrong-state", slow, slowDown = "slow-down", expired, denied }
+
+        /// The registered bases: their secret (nil for a public client) and grants.
+        static let registered: [String: (secret: String?, grants: Set<String>)] = [
+            "catena-cli": (nil, ["authorization_code", OAuthRoutes.deviceGrant, "refresh_token"]),
+            "catena-service": ("catena-service-secret", ["client_credentials"]),
+        ]
+
+        let id: String, secret: String?, grants: Set<String>, modes: Set<Mode>
+
+        init?(id: String) {
+            let words = id.split(separator: ".", omittingEmptySubsequences: false)
+            guard let base = Self.registered[String(words[0])] else { return nil }
+            self.id = id
+            secret = base.secret
+            grants = base.grants
+            modes = Set(words.dropFirst().compactMap { Mode(rawValue: String($0)) })
+        }
+    }
+
+    /// What a token stands for. `family` is shared by every token that descends from one
+    /// grant, so that a replayed code or refresh token can revoke them all.
+    struct Grant: Sendable {
+        var subject: String, client: String?, scope: String, family: String
+        var audience: String? = nil, resource: String? = nil
+    }
+
+    struct Code: Sendable {
+        let grant: Grant, redirectURI: String, challenge: String, expires: Date
+        var redeemed = false
+    }
+
+    struct Device: Sendable {
+        let client: String, scope: String, expires: Date
+        var polls = 0, spent = false
+    }
+
+    struct Refresh: Sendable {
+        let grant: Grant
+        /// Replaced by a newer one (rotation): presenting it again is a replay.
+        var retired = false
+    }
+
+    /// Counts for `/oauth/stats`: all clients together, and each client_id by itself.
+    struct Stats: Codable, Sendable {
+        var password = 0, refresh = 0, invalid = 0, clientCredentials = 0, authorizationCode = 0
+        var deviceCode = 0, devicePolls = 0, refreshReuse = 0, revoked = 0
+    }
+
+    /// A map whose entries are forgotten at their `keep` date: reads skip them, and once
+    /// the table is full an insert drops them, then the ones due soonest, down to 90 %
+    /// (so that the sweep runs once per tenth of the table, not on every insert).
+    struct Table<Value: Sendable>: Sendable {
+        private var entries: [String: (value: Value, keep: Date)] = [:]
+
+        /// Changes or removes an entry; ``insert(_:for:keep:)`` adds one.
+        subscript(key: String) -> Value? {
+            get { entries[key].flatMap { $0.keep > Date() ? $0.value : nil } }
+            set {
+                if let newValue { entries[key]?.value = newValue } else { entries[key] = nil }
+            }
+        }
+
+        mutating func insert(_ value: Value, for key: String, keep: Date) {
+            if entries.count >= OAuthRoutes.tableLimit {
+                let now = Date()
+                entries = entries.filter { $0.value.keep > now }
+                let excess = entries.count - OAuthRoutes.tableLimit * 9 / 10
+                if excess > 0 {
+                    for (old, _) in entries.sorted(by: { $0.value.keep < $1.value.keep }).prefix(excess) { entries[old] = nil }
+                }
+            }
+            entries[key] = (value, keep)
+        }
+
+        mutating func removeAll(where shouldRemove: (Value) -> Bool) {
+            entries = entries.filter { !shouldRemove($0.value.value) }
+        }
+    }
+
+    /// Codes and tokens behind one lock: a replay must revoke a family in the same step
+    /// that finds the replay, or a token issued meanwhile would outlive the revocation.
+    struct Tables: Sendable {
+        var codes = Table<Code>()
+        var devices = Table<Device>()
+        var access = Table<Grant>()
+        var refresh = Table<Refresh>()
+
+        mutating func revoke(family: String) {
+            access.removeAll { $0.family == family }
+            refresh.removeAll { $0.grant.family == family }
+        }
+
+        mutating func issue(_ grant: Grant, lifetime: TimeInterval, refreshable: Bool) -> Issued {
+            let now = Date()
+            let accessToken = OAuthRoutes.randomToken()
+            access.insert(grant, for: accessToken, keep: now.addingTimeInterval(lifetime))
+            let refreshToken = refreshable ? OAuthRoutes.randomToken() : nil
+            if let refreshToken { refresh.insert(Refresh(grant: grant), for: refreshToken, keep: now.addingTimeInterval(24 * 3600)) }
+            return Issued(access_token: accessToken, expires_in: Int(lifetime), refresh_token: refreshToken, scope: grant.scope)
+        }
+    }
+
+    final class State: Sendable {
+        let tables = Locked(Tables())
+        let counts = Locked<(all: Stats, clients: [String: Stats])>((all: Stats(), clients: [:]))
+
+        /// Counts for all clients and, when there is one, for `client` (at most `tableLimit`
+        /// clients: past that an arbitrary one is forgotten).
+        func count(_ counter: WritableKeyPath<Stats, Int>, client: String?) {
+            counts.withLock { counts in
+                counts.all[keyPath: counter] += 1
+                guard let client else { return }
+                if counts.clients[client] == nil, counts.clients.count >= OAuthRoutes.tableLimit {
+                    counts.clients.remove(at: counts.clients.startIndex)
+                }
+                counts.clients[client, default: Stats()][keyPath: counter] += 1
+            }
+        }
+    }
+
+    /// A token endpoint's success (RFC 6749 §5.1).
+    struct Issued: Encodable {
+        let access_token: String
+        var token_type = "Bearer"
+        let expires_in: Int, refresh_token: String?, scope: String
+    }
+
+    static func add(to router: Router<Context>, scheme: String = "http") {
+        let state = State()
+
+        // RFC 8414 metadata. The hostile issuer (the §3.1 path form for `<origin>/hostile-issuer`)
+        // names another issuer than the one it was fetched for: a client must refuse it (§3.3).
+        router.get(".well-known/oauth-authorization-server") { request, _ in
+            try DemoRoutes.json(Metadata(issuer: origin(of: request, scheme: scheme), origin: origin(of: request, scheme: scheme)))
+        }
+        router.get(".well-known/oauth-authorization-server/hostile-issuer") { request, _ in
+            try DemoRoutes.json(Metadata(issuer: "https://evil.example", origin: origin(of: request, scheme: scheme)))
+        }
+
+        router.get("oauth/authorize") { request, _ in
+            let query = request.uri.queryParameters
+            // Client and redirect URI first, and their errors never redirect: else the server
+            // would send users wherever a link says (RFC 6749 §4.1.2.1).
+            guard let client = query.get("client_id").flatMap(Client.init(id:)), client.grants.contains("authorization_code") else {
+                return plainText("unknown client_id, or one that may not use the authorization code grant", status: .badRequest)
+            }
+            guard let redirectURI = query.get("redirect_uri"), isLoopback(redirectURI) else {
+                return plainText("redirect_uri must be http://127.0.0.1, http://[::1] or http://localhost, any port and path", status: .badRequest)
+            }
+            let echoedState = client.modes.contains(.wrongState) ? randomToken() : query.get("state")
+            let issuer = origin(of: request, scheme: scheme)
+            func back(_ fields: [(String, String?)]) -> Response {
+                redirect(to: redirectURI, fields + [("state", echoedState), ("iss", issuer)])
+            }
+            guard query.get("response_type") == "code" else { return back([("error", "unsupported_response_type")]) }
+            guard let challenge = query.get("code_challenge"), isMade(challenge, of: "-_"), query.get("code_challenge_method") == "S256" else {
+                return back([("error", "invalid_request"), ("error_description", "PKCE with S256 is required")])
+            }
+            guard let scope = parseScope(query.get("scope")) else { return back([("error", "invalid_scope")]) }
+            let code = randomToken()
+            let expires = Date().addingTimeInterval(60)
+            let grant = Grant(subject: demoUser, client: client.id, scope: scope, family: code)
+            // Kept 10 min past expiry, so that a late replay still revokes what the code gave.
+            let entry = Code(grant: grant, redirectURI: redirectURI, challenge: challenge, expires: expires)
+            state.tables.withLock { $0.codes.insert(entry, for: code, keep: expires.addingTimeInterval(600)) }
+            return back([("code", code)])
+        }
+
+        router.post("oauth/token") { request, _ in
+            let form = try await Form(request)
+            let lifetime = try number(form["expires_in"], named: "expires_in", in: 0...3600, default: 60)
+            let presented = credentials(request, form)
+            if let id = presented?.id, Client(id: id)?.modes.contains(.slow) == true { try await Task.sleep(for: .seconds(1.5)) }
+            do {
+                var response = try DemoRoutes.json(try token(form, presented, lifetime: lifetime, state: state))
+                response.headers[.cacheControl] = "no-store"
+                return response
+            } catch let error as OAuthError {
+                state.count(\.invalid, client: presented?.id)
+                if error.reuse { state.count(\.refreshReuse, client: presented?.id) }
+                throw error
+            }
+        }
+
+        // RFC 8628 device authorization; the server approves each device by itself.
+        router.post("oauth/device") { request, _ in
+            let form = try await Form(request)
+            let client = try authenticate(credentials(request, form), for: deviceGrant)
+            guard let scope = parseScope(form["scope"]) else { throw OAuthError("invalid_scope", "scopes are read and write") }
+            let letters = Array("BCDFGHJKLMNPQRSTVWXZ")  // RFC 8628 §6.1: no vowels, no look-alikes
+            let half = { String((0..<4).map { _ in letters.randomElement()! }) }
+            let userCode = half() + "-" + half()
+            let deviceCode = randomToken()
+            let lifetime: TimeInterval = client.modes.contains(.expired) ? 2 : 600
+            let expires = Date().addingTimeInterval(lifetime)
+            let device = Device(client: client.id, scope: scope, expires: expires)
+            state.tables.withLock { $0.devices.insert(device, for: deviceCode, keep: expires.addingTimeInterval(600)) }
+            let verify = origin(of: request, scheme: scheme) + "/oauth/device/verify"
+            // interval 1 rather than RFC 8628's default 5 s, so that demos are quick.
+            let answer = DeviceAuthorization(
+                device_code: deviceCode, user_code: userCode, verification_uri: verify, verification_uri_complete: "\(verify)?user_code=\(userCode)",
+                expires_in: Int(lifetime), interval: 1)
+            var response = try DemoRoutes.json(answer)
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
+        router.get("oauth/device/verify") { _, _ in
+            plainText("This demo server approves every device by itself: go back to your device, it is signed in.\n", status: .ok)
+        }
+
+        // RFC 7009. A refresh token takes its family's tokens with it; an access token goes
+        // alone. An unknown or already revoked token is answered 200 too (§2.2), and every
+        // 200 counts, so that a client's sign-out shows as its two requests.
+        router.post("oauth/revoke") { request, _ in
+            let form = try await Form(request)
+            let presented = credentials(request, form)
+            let client = try presented.map { try authenticate($0, for: nil) }
+            guard let token = form["token"] else { throw OAuthError("invalid_request", "token is missing") }
+            try state.tables.withLock { tables in
+                let refresh = tables.refresh[token]
+                guard let grant = refresh?.grant ?? tables.access[token] else { return }
+                guard grant.client == client?.id else { throw OAuthError("unauthorized_client", "the token is another client's") }
+                if refresh != nil { tables.revoke(family: grant.family) } else { tables.access[token] = nil }
+            }
+            state.count(\.revoked, client: client?.id)
+            return Response(status: .ok, headers: [.cacheControl: "no-store"])
+        }
+
+        // Ends an access token's life now (form: token=...), as if its lifetime had passed.
+        router.post("oauth/expire") { request, _ in
+            guard let token = try await Form(request)["token"] else { throw OAuthError("invalid_request", "token is missing") }
+            state.tables.withLock { $0.access[token] = nil }
+            return Response(status: .noContent)
+        }
+
+        router.get("oauth/stats") { request, _ in
+            let client = request.uri.queryParameters.get("client")
+            return try DemoRoutes.json(state.counts.withLock { counts in client.map { counts.clients[$0] ?? Stats() } ?? counts.all })
+        }
+
+        // A resource that wants a live bearer token from /oauth/token.
+        router.get("api/protected/me") { request, _ in
+            let presented = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let grant = presented.flatMap({ token in state.tables.withLock { $0.access[token] } }) else {
+                var response = DemoRoutes.rawJSON(#"{"error":"invalid_token"}"#, status: .unauthorized)
+                response.headers[.wwwAuthenticate] = #"Bearer error="invalid_token""#
+                return response
+            }
+            var answer = ["email": grant.subject, "scope": grant.scope]
+            answer["audience"] = grant.audience
+            answer["client_id"] = grant.client
+            return try DemoRoutes.json(answer)
+        }
+    }
+
+    // MARK: The token endpoint's grants
+
+    static func token(_ form: Form, _ presented: Credentials?, lifetime: TimeInterval, state: State) throws -> Issued {
+        switch form["grant_type"] ?? "" {
+        case "password":
+            // For the password-flow tests, which send no client: any client fields are ignored.
+            guard let username = form["username"], UserStore.user(email: username) != nil, form["password"] != nil else {
+                throw OAuthError("invalid_grant", "unknown user, or no password")
+            }
+            state.count(\.password, client: nil)
+            let grant = Grant(subject: username, client: nil, scope: "read write", family: randomToken())
+            return state.tables.withLock { $0.issue(grant, lifetime: lifetime, refreshable: true) }
+
+        case "authorization_code":
+            let client = try authenticate(presented, for: "authorization_code")
+            guard let code = form["code"], let redirectURI = form["redirect_uri"], let verifier = form["code_verifier"] else {
+                throw OAuthError("invalid_request", "code, redirect_uri and code_verifier are required")
+            }
+            // RFC 7636 §4.6: base64url(SHA-256(verifier)), unpadded, must be the challenge.
+            let derived = isMade(verifier, of: "-._~") ? base64URL(Data(SHA256.hash(data: Data(verifier.utf8)))) : nil
+            let issued = try state.tables.withLock { tables in
+                guard let entry = tables.codes[code] else { throw OAuthError("invalid_grant", "unknown code") }
+                if entry.redeemed {
+                    // RFC 6749 §4.1.2: a code used twice revokes what it gave.
+                    tables.revoke(family: entry.grant.family)
+                    throw OAuthError("invalid_grant", "the code was used already; the tokens it gave are revoked")
+                }
+                guard entry.expires > Date() else { throw OAuthError("invalid_grant", "the code has expired") }
+                guard entry.grant.client == client.id, entry.redirectURI == redirectURI else {
+                    throw OAuthError("invalid_grant", "the code was issued to another client or redirect_uri")
+                }
+                guard derived == entry.challenge else { throw OAuthError("invalid_grant", "code_verifier does not match code_challenge") }
+                tables.codes[code]?.redeemed = true
+                return tables.issue(entry.grant, lifetime: lifetime, refreshable: true)
+            }
+            state.count(\.authorizationCode, client: client.id)
+            return issued
+
+        case "client_credentials":
+            let client = try authenticate(presented, for: "client_credentials")
+            guard let scope = parseScope(form["scope"]) else { throw OAuthError("invalid_scope", "scopes are read and write") }
+            let grant = Grant(
+                subject: client.id, client: client.id, scope: scope, family: randomToken(), audience: form["audience"], resource: form["resource"])
+            state.count(\.clientCredentials, client: client.id)
+            // RFC 6749 §4.4.3: no refresh token; the client can ask again.
+            return state.tables.withLock { $0.issue(grant, lifetime: lifetime, refreshable: false) }
+
+        case deviceGrant:
+            let client = try authenticate(presented, for: deviceGrant)
+            guard let deviceCode = form["device_code"] else { throw OAuthError("invalid_request", "device_code is missing") }
+            state.count(\.devicePolls, client: client.id)
+            let issued = try state.tables.withLock { tables in
+                guard let device = tables.devices[deviceCode], device.client == client.id else { throw OAuthError("invalid_grant", "unknown device_code") }
+                if client.modes.contains(.expired) || device.expires <= Date() { throw OAuthError("expired_token", "the device code has expired") }
+                guard !device.spent else { throw OAuthError("invalid_grant", "the device code was used already") }
+                if client.modes.contains(.denied) { throw OAuthError("access_denied", "the user said no") }
+                tables.devices[deviceCode]?.polls += 1
+                let waits = client.modes.contains(.slowDown) ? ["slow_down", "authorization_pending"] : ["authorization_pending"]
+                if device.polls < waits.count { throw OAuthError(waits[device.polls], "the device is not approved yet") }
+                tables.devices[deviceCode]?.spent = true
+                let grant = Grant(subject: demoUser, client: client.id, scope: device.scope, family: deviceCode)
+                return tables.issue(grant, lifetime: lifetime, refreshable: true)
+            }
+            state.count(\.deviceCode, client: client.id)
+            return issued
+
+        case "refresh_token":
+            guard let token = form["refresh_token"] else { throw OAuthError("invalid_request", "refresh_token is missing") }
+            // A token issued to a client must come from that client; the password grant's
+            // have none and are taken without one.
+            let needsClient = state.tables.withLock { $0.refresh[token]?.grant.client != nil }
+            let client = try needsClient ? authenticate(presented, for: "refresh_token").id : nil
+            let issued = try state.tables.withLock { tables in
+                guard let entry = tables.refresh[token] else { throw OAuthError("invalid_grant", "unknown refresh token") }
+                if entry.retired {
+                    // RFC 9700 §4.14.2: a rotated-out token again means it leaked; end the family.
+                    tables.revoke(family: entry.grant.family)
+                    var error = OAuthError("invalid_grant", "the refresh token was used already; its family is revoked")
+                    error.reuse = true
+                    throw error
+                }
+                guard entry.grant.client == client else { throw OAuthError("invalid_grant", "the refresh token is another client's") }
+                tables.refresh[token]?.retired = true
+                return tables.issue(entry.grant, lifetime: lifetime, refreshable: true)
+            }
+            state.count(\.refresh, client: client)
+            return issued
+
+        case "":
+            throw OAuthError("invalid_request", "grant_type is missing")
+        default:
+            throw OAuthError("unsupported_grant_type", "grants are password, authorization_code, client_credentials, device_code, refresh_token")
+        }
+    }
+
+    // MARK: Client authentication
+
+    /// A client's id and secret as the request presents them (RFC 6749 §2.3.1).
+    /// `twice`: Basic and form credentials both, more than one method (§2.3).
+    struct Credentials {
+        let id: String, secret: String?, basic: Bool, twice: Bool
+    }
+
+    /// HTTP Basic (id and secret each form-encoded before joining, so decoded after
+    /// splitting), else `client_id` and `client_secret` in the form; nil when neither.
+    static func credentials(_ request: Request, _ form: Form) -> Credentials? {
+        guard let header = request.headers[.authorization], header.prefix(6).lowercased() == "basic " else {
+            return form["client_id"].map { Credentials(id: $0, secret: form["client_secret"], basic: false, twice: false) }
+        }
+        let decoded = Data(base64Encoded: header.dropFirst(6).trimmingCharacters(in: .whitespaces)).flatMap { String(data: $0, encoding: .utf8) }
+        let parts = (decoded ?? "").split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let id = formDecode(parts[0])
+        // The same id in the form as well is harmless; a secret there, or another id, is not.
+        let twice = form["client_secret"] != nil || form["client_id"].map { $0 != id } == true
+        return Credentials(id: id, secret: parts.count > 1 ? formDecode(parts[1]) : nil, basic: true, twice: twice)
+    }
+
+    /// The registered client that `presented` proves to be, allowed `grant` when one is named.
+    static func authenticate(_ presented: Credentials?, for grant: String?) throws -> Client {
+        guard let presented else { throw OAuthError("invalid_client", "no client authentication") }
+        guard !presented.twice else { throw OAuthError("invalid_request", "more than one client authentication method") }
+        guard let client = Client(id: presented.id) else { throw OAuthError("invalid_client", "unknown client", basicChallenge: presented.basic) }
+        guard (presented.secret ?? "") == (client.secret ?? "") else {
+            let description = client.secret == nil ? "a public client has no secret" : "wrong or missing client secret"
+            throw OAuthError("invalid_client", description, basicChallenge: presented.basic)
+        }
+        if let grant, !client.grants.contains(grant) { throw OAuthError("unauthorized_client", "\(client.id) may not use \(grant)") }
+        return client
+    }
+
+    /// An OAuth error answer (RFC 6749 §5.2): 401 for invalid_client, 400 for the rest.
+    struct OAuthError: HTTPResponseError {
+        let code: String, description: String, basicChallenge: Bool
+        /// A replayed refresh token, counted as such.
+        var reuse = false
+
+        init(_ code: String, _ description: String, basicChallenge: Bool = false) {
+            self.code = code
+            self.description = description
+            self.basicChallenge = basicChallenge
+        }
+
+        var status: HTTPResponse.Status { code == "invalid_client" ? .unauthorized : .badRequest }
+
+        func response(from request: Request, context: some RequestContext) throws -> Response {
+            var response = try DemoRoutes.json(["error": code, "error_description": description], status: status)
+            response.headers[.cacheControl] = "no-store"
+            if basicChallenge { response.headers[.wwwAuthenticate] = #"Basic realm="catena-demo""# }
+            return response
+        }
+    }
+
+    // MARK: Helpers
+
+    /// A form-encoded body of at most 64 KiB. A parameter may appear once (RFC 6749 §3.2),
+    /// but `resource` and `audience` may repeat (RFC 8707), and the first is kept; an empty
+    /// one counts as absent.
+    struct Form {
+        private var fields: [String: String] = [:]
+
+        init(_ request: Request) async throws {
+            let body = try await request.body.collect(upTo: 1 << 16)
+            for pair in String(buffer: body).split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = OAuthRoutes.formDecode(parts[0])
+                let value = parts.count > 1 ? OAuthRoutes.formDecode(parts[1]) : ""
+                guard !value.isEmpty else { continue }
+                guard fields[name] == nil else {
+                    if name == "resource" || name == "audience" { continue }
+                    throw OAuthError("invalid_request", "\(name) appears more than once")
+                }
+                fields[name] = value
+            }
+        }
+
+        subscript(name: String) -> String? { fields[name] }
+    }
+
+    /// RFC 8414 §2, with the endpoints at `origin`.
+    struct Metadata: Encodable {
+        let issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint, revocation_endpoint: String
+        var response_types_supported = ["code"]
+        var grant_types_supported = ["authorization_code", "client_credentials", "refresh_token", OAuthRoutes.deviceGrant, "password"]
+        var code_challenge_methods_supported = ["S256"]
+        var token_endpoint_auth_methods_supported = ["none", "client_secret_basic", "client_secret_post"]
+        var scopes_supported = ["read", "write"]
+        /// RFC 9207: authorization responses carry `iss`.
+        var authorization_response_iss_parameter_supported = true
+
+        init(issuer: String, origin: String) {
+            self.issuer = issuer
+            authorization_endpoint = origin + "/oauth/authorize"
+            token_endpoint = origin + "/oauth/token"
+            device_authorization_endpoint = origin + "/oauth/device"
+            revocation_endpoint = origin + "/oauth/revoke"
+        }
+    }
+
+    struct DeviceAuthorization: Encodable {
+        let device_code, user_code, verification_uri, verification_uri_complete: String
+        let expires_in, interval: Int
+    }
+
+    /// The origin the client reached, which is also the issuer. The scheme is the server's
+    /// (Hummingbird marks HTTP/1.1 requests http even over TLS).
+    static func origin(of request: Request, scheme: String) -> String {
+        "\(scheme)://\(request.head.authority ?? "localhost")"
+    }
+
+    /// A loopback `http` URI on any port and path, without user info or fragment (RFC 8252 §7.3).
+    static func isLoopback(_ uri: String) -> Bool {
+        guard let parts = URLComponents(string: uri), parts.scheme?.lowercased() == "http", parts.user == nil, parts.password == nil,
+            parts.fragment == nil, let host = parts.host?.lowercased()
+        else { return false }
+        return ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)
+    }
+
+    /// `uri` with `fields` (those with a value) added to its query, after `&` when it has one.
+    static func redirect(to uri: String, _ fields: [(String, String?)]) -> Response {
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        let query = fields.compactMap { name, value in
+            value.map { "\(name)=\($0.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")" }
+        }
+        return Response(status: .found, headers: [.location: uri + (uri.contains("?") ? "&" : "?") + query.joined(separator: "&")])
+    }
+
+    static func plainText(_ text: String, status: HTTPResponse.Status) -> Response {
+        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// A requested scope: words "read" and "write"; "read" when none is asked; nil for any other word.
+    static func parseScope(_ text: String?) -> String? {
+        let words = (text ?? "").split(separator: " ").map(String.init)
+        guard !words.isEmpty else { return "read" }
+        return words.allSatisfy { scopes.contains($0) } ? words.joined(separator: " ") : nil
+    }
+
+    /// Whether `text` is 43 to 128 ASCII letters, digits and `extra` (PKCE's lengths, RFC 7636 §4.1).
+    static func isMade(_ text: String, of extra: String) -> Bool {
+        (43...128).contains(text.count) && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || extra.contains($0)) }
+    }
+
+    /// 32 random bytes, base64url: for tokens and codes.
+    static func randomToken() -> String {
+        base64URL(Data((0..<32).map { _ in UInt8.random(in: .min ... .max) }))
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func formDecode(_ part: Substring) -> String {
+        part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(part)
+    }
+}
+#endif  // DemoServer

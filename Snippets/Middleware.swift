@@ -9,9 +9,9 @@ import Logging
 
 let server = try await DemoServer.start()
 let logger = Logger(label: "api")
-let oauth = OAuth2PasswordFlow(
-    tokenURL: server.baseURL.appendingPathComponent("oauth/token"), username: "janet.weaver@reqres.in", password: "any",
-    loader: AsyncHTTPClientTransport())
+let oauth = OAuth2Client(
+    clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+    endpoints: .init(token: server.baseURL.appendingPathComponent("oauth/token")), loader: AsyncHTTPClientTransport())
 struct Job: Encodable { let name: String }
 // snippet.show
 import Catena
@@ -44,7 +44,7 @@ let chain =
     --> ThrottleMiddleware(maxInFlight: 6)
     --> RetryMiddleware()
     --> ValidationMiddleware(Acceptance(contentTypes: ["application/json"]))
-    --> TokenAuthMiddleware(hosts: ["127.0.0.1:\(server.port)"], allowHTTP: true, refresh: oauth.refresh)
+    --> TokenAuthMiddleware(hosts: ["127.0.0.1:\(server.port)"], allowHTTP: true, client: oauth, signIn: .clientCredentials())
     --> AsyncHTTPClientTransport()
 // snippet.end
 

@@ -10,9 +10,9 @@ import OpenAPIRuntime
 
 let server = try await DemoServer.start()
 let origin = "127.0.0.1:\(server.port)"
-let oauth = OAuth2PasswordFlow(
-    tokenURL: server.baseURL.appendingPathComponent("oauth/token"), username: "janet.weaver@reqres.in",
-    password: "secret", loader: AsyncHTTPClientTransport())
+let oauth = OAuth2Client(
+    clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+    endpoints: .init(token: server.baseURL.appendingPathComponent("oauth/token")), loader: AsyncHTTPClientTransport())
 // snippet.show
 import Catena
 import CatenaAsyncHTTPClient
@@ -22,7 +22,7 @@ import CatenaOpenAPI
 // The chain a generated client's requests go through: retries, a token, a cache.
 let transport = CatenaClientTransport(
     RetryMiddleware()
-        --> TokenAuthMiddleware(hosts: [origin], refresh: oauth.refresh)
+        --> TokenAuthMiddleware(hosts: [origin], client: oauth, signIn: .clientCredentials())
         --> CacheMiddleware()
         --> AsyncHTTPClientTransport())
 // A generated client takes it unchanged:

@@ -30,12 +30,13 @@ func soakBenchmark(base: URL, requests: Int, row: Int?) async throws {
     print("|---|---:|---:|---:|---:|---:|")
     var rows: [(String, @Sendable (Int) async throws -> Void)] = []
     for (name, transport) in [("AsyncHTTPClient", AsyncHTTPClientTransport() as any HTTPLoader), ("URLSession", URLSessionTransport())] {
-        let oauth = OAuth2PasswordFlow(
-            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
-            password: "cityslicka", loader: transport)
+        let oauth = OAuth2Client(
+            clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+            endpoints: .init(token: base.appending(path: "oauth/token")), loader: transport)
         let chain =
             EnvironmentMiddleware(environment) --> LogMiddleware(logger: quiet) --> DeduplicationMiddleware() --> ThrottleMiddleware(maxInFlight: 64)
-            --> RetryMiddleware() --> ValidationMiddleware() --> TokenAuthMiddleware(hosts: ["127.0.0.1:\(base.port ?? 80)"], refresh: oauth.refresh)
+            --> RetryMiddleware() --> ValidationMiddleware()
+            --> TokenAuthMiddleware(hosts: ["127.0.0.1:\(base.port ?? 80)"], client: oauth, signIn: .clientCredentials())
             --> CacheMiddleware() --> transport
         rows.append(("\(name), full stack", { index in _ = try await chain.load(try APIRequest(.get, path: paths[index % paths.count])) }))
     }

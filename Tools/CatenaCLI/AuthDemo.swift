@@ -9,9 +9,10 @@ struct AuthDemo: AsyncParsableCommand {
         commandName: "auth",
         abstract: "OAuth 2 token auth: log in, let the token expire, fire many requests at once, count the refreshes.",
         discussion: """
-            As the OAuth loader of the \"HTTP in Swift\" loader chain: TokenAuthMiddleware logs in with the password flow, \
-            then, when the token has expired, the requests fired at once share one refresh. Shows the \
-            number of logins and refreshes the server counted, and that every request got its answer.
+            As the OAuth loader of the \"HTTP in Swift\" loader chain: TokenAuthMiddleware gets a token by the client \
+            credentials grant, then, when the token has expired, the requests fired at once share one new one. Shows the \
+            token requests the server counted, and that every request got its answer. To sign in as a person, see \
+            `catena login --help`.
             """
     )
 
@@ -35,20 +36,21 @@ struct AuthDemo: AsyncParsableCommand {
         print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")
         print()
         let grants = Tally()
-        let oauth = OAuth2PasswordFlow(
-            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-            loader: chain, extraParameters: [(name: "expires_in", value: String(lifetime))])
-        let auth = TokenAuthMiddleware(hosts: [base.port.map { "\(host):\($0)" } ?? host], leeway: .zero) { current in
-            grants.add(current?.refreshToken == nil ? "password grant" : "refresh-token grant")
-            return try await oauth.refresh(current)
+        let oauth = OAuth2Client(
+            clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+            endpoints: .init(token: base.appending(path: "oauth/token")), loader: chain)
+        let signIn = OAuth2SignIn { client in
+            grants.add("client credentials grant")
+            return try await client.clientCredentials(parameters: [(name: "expires_in", value: String(lifetime))])
         }
+        let auth = TokenAuthMiddleware(hosts: [base.port.map { "\(host):\($0)" } ?? host], client: oauth, signIn: signIn, leeway: .zero)
         let authorized = auth --> chain
         var steps = StepTable()
 
         let (me, meTime) = try await timed {
             try await authorized.load(try APIRequest(.get, baseURL: base, path: ["api", "protected", "me"])).validateStatus().decode(Me.self)
         }
-        steps.add("log in, GET /api/protected/me", status: 200, note: "\(me.email); token lives \(lifetime) s", time: meTime)
+        steps.add("get a token, GET /api/protected/me", status: 200, note: "\(me.email); token lives \(lifetime) s", time: meTime)
 
         let wait = Duration.seconds(lifetime) + .milliseconds(300)
         try await Task.sleep(for: wait)

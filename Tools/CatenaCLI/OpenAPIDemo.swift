@@ -23,11 +23,11 @@ struct OpenAPIDemo: AsyncParsableCommand {
         await connection.runDemo { chain, server in
             guard let base = URL(string: server.url), let host = base.host else { throw CommandFailure("no server URL") }
             let authority = base.port.map { "\(host):\($0)" } ?? host
-            let login = OAuth2PasswordFlow(
-                tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in",
-                password: "cityslicka", loader: chain)
+            let service = OAuth2Client(
+                clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+                endpoints: .init(token: base.appending(path: "oauth/token")), loader: chain)
             let cache = CacheMiddleware()
-            let auth = TokenAuthMiddleware(hosts: [authority], refresh: login.refresh)
+            let auth = TokenAuthMiddleware(hosts: [authority], client: service, signIn: .clientCredentials())
             let client = Client(serverURL: base, transport: CatenaClientTransport(RetryMiddleware() --> auth --> cache --> chain))
             print("A generated OpenAPI client through RetryMiddleware --> TokenAuthMiddleware --> CacheMiddleware --> \(server.transport)")
             print("server     \(server.url)\(server.embedded ? " (embedded demo server)" : "")")

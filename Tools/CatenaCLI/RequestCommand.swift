@@ -98,6 +98,9 @@ struct RequestCall: ParsableArguments {
     )
     var basic: String?
 
+    @Option(help: "Send the OAuth token `catena login NAME` kept, refreshing it when it has expired (and keeping the new one).")
+    var auth: String?
+
     @Option(help: "An API key, sent in --api-key-header. @FILE reads it from a file, - from standard input; CATENA_API_KEY is used when not given.")
     var apiKey: String?
 
@@ -184,6 +187,7 @@ struct RequestCall: ParsableArguments {
         let bodies = [json != nil, jsonFile != nil, !formFields.isEmpty, upload != nil].filter { $0 }.count
         guard bodies <= 1 else { throw ValidationError("give one body: --json, --json-file, --form or --upload") }
         guard bearer == nil || basic == nil else { throw ValidationError("give --bearer or --basic, not both") }
+        guard auth == nil || (bearer == nil && basic == nil) else { throw ValidationError("give --auth, --bearer or --basic, not two of them") }
         guard caFile == nil || pin == nil else {
             throw ValidationError("give --ca-file or --pin, not both: --pin trusts its roots alone, and --ca-file would add others")
         }
@@ -257,6 +261,12 @@ struct RequestCall: ParsableArguments {
             var logger = Logger(label: "catena") { StandardErrorLogHandler(label: $0) }
             logger.logLevel = .debug
             chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
+        }
+        if let auth {
+            // The token goes to the URL's origin only, and its refreshes through the same chain (logged and recorded, redacted).
+            let login = try SavedLogin.load(auth)
+            let origin = request.port.map { "\(request.host ?? ""):\($0)" } ?? request.host ?? ""
+            chain = TokenAuthMiddleware(hosts: [origin], client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
         }
         if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
         let report = trace ? TraceReport() : nil

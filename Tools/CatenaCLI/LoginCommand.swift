@@ -1,0 +1,245 @@
+import ArgumentParser
+import Catena
+import CatenaDemoServer
+import Foundation
+
+/// Where `catena login` keeps a sign-in: the token in ``SavedLogin/storage``, the
+/// server and client (nothing secret) in `logins/NAME.json` beside the tokens.
+struct SavedLogin: Codable {
+    var clientID: String
+    var endpoints: OAuth2Client.Endpoints
+
+    static var storage: any TokenStorage {
+        #if canImport(Security)
+        KeychainTokenStorage(service: "catena")
+        #else
+        FileTokenStorage()
+        #endif
+    }
+
+    /// Where the tokens are, for the help and the messages.
+    static var storageDescription: String {
+        #if canImport(Security)
+        "in the Keychain (service \"catena\")"
+        #else
+        "in \(FileTokenStorage.defaultDirectory.path)/NAME.json (mode 0600)"
+        #endif
+    }
+
+    static let storageHelp = """
+        Tokens are kept in the Keychain on macOS, elsewhere in ~/.config/catena/tokens/NAME.json, mode 0600 \
+        ($XDG_CONFIG_HOME/catena/tokens when that is set); the server and client id in ../logins/NAME.json beside them.
+        """
+
+    static func file(_ name: String) throws -> URL {
+        // The storage checks the name the same way: one file name, no path.
+        _ = try FileTokenStorage().file(named: name)
+        return FileTokenStorage.defaultDirectory.deletingLastPathComponent().appending(path: "logins/\(name).json")
+    }
+
+    static func load(_ name: String) throws -> SavedLogin {
+        let url = try file(name)
+        guard let data = try? Data(contentsOf: url) else { throw CommandFailure("no sign-in named \(name): run `catena login \(name) …` first") }
+        do {
+            return try JSONDecoder().decode(SavedLogin.self, from: data)
+        } catch {
+            throw CommandFailure("\(url.path) is not a sign-in: remove it and run `catena login \(name) …` again")
+        }
+    }
+
+    func save(_ name: String) throws {
+        let url = try Self.file(name)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try JSONEncoder().encode(self).write(to: url, options: .atomic)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+    }
+
+    func client(loader: any HTTPLoader) -> OAuth2Client {
+        OAuth2Client(clientID: clientID, endpoints: endpoints, loader: loader)
+    }
+}
+
+struct LoginCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "login",
+        abstract: "Signs in to an OAuth 2 server and keeps the token under NAME, for --auth NAME.",
+        discussion: """
+            Reads the server's metadata (RFC 8414) from --issuer, then signs in with the device authorization grant \
+            (RFC 8628: a code to enter in a browser anywhere; the default) or, with --pkce, the authorization code flow \
+            with PKCE, redirected to a listener on 127.0.0.1. Without --issuer, signs in to an embedded demo server, \
+            which approves its client catena-cli by itself: `catena login demo --device` needs nothing else. \
+            \(SavedLogin.storageHelp)
+            """
+    )
+
+    @Argument(help: "The name to keep the sign-in under: 1 to 64 letters, digits, '.', '_' or '-'.")
+    var name: String
+
+    @Option(help: "The authorization server's issuer URL. Without it, an embedded demo server is started and signed in to.")
+    var issuer: String?
+
+    @Option(help: "The client id registered at the server (catena-cli at the demo server).")
+    var clientID: String?
+
+    @Flag(help: "Sign in with a code entered in a browser anywhere (device authorization grant). The default.")
+    var device = false
+
+    @Flag(help: "Sign in in this machine's browser (authorization code with PKCE and a loopback redirect).")
+    var pkce = false
+
+    @Option(name: .customLong("scope"), help: "A scope to ask for (repeatable).")
+    var scopes: [String] = []
+
+    @Option(help: "Trust the CA certificates in this PEM file besides the system's.")
+    var caFile: String?
+
+    @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
+    var transport: ConnectionOptions.TransportKind = .ahc
+
+    func validate() throws {
+        guard !(device && pkce) else { throw ValidationError("give --device or --pkce, not both") }
+        do {
+            _ = try FileTokenStorage().file(named: name)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        if issuer != nil, clientID == nil { throw ValidationError("--issuer needs --client-id: the id the server registered this tool under") }
+    }
+
+    func run() async throws {
+        do {
+            try await signIn()
+        } catch let failure as CommandFailure {
+            Terminal.fail(failure.description)
+        } catch let error as CatenaError {
+            Terminal.fail(error.description)
+        } catch {
+            Terminal.fail(String(describing: error))
+        }
+    }
+
+    private func signIn() async throws {
+        var trust = ServerTrust.system
+        if let caFile {
+            do {
+                trust = try ServerTrust(additionalRootsPEM: String(contentsOfFile: caFile, encoding: .utf8))
+            } catch {
+                throw CommandFailure("--ca-file \(caFile): \(error)")
+            }
+        }
+        let loader = try transport.makeLoader(trust: trust)
+        guard let issuer else {
+            let server = try await DemoServer.start()
+            do {
+                try await signIn(issuer: server.baseURL, clientID: clientID ?? "catena-cli", loader: loader, embedded: true)
+                await server.stop()
+            } catch {
+                await server.stop()
+                throw error
+            }
+            return
+        }
+        guard let url = URL(string: issuer), url.host != nil else { throw CommandFailure("--issuer \"\(issuer)\" is not an absolute URL") }
+        try await signIn(issuer: url, clientID: clientID ?? "catena-cli", loader: loader, embedded: false)
+    }
+
+    private func signIn(issuer: URL, clientID: String, loader: any HTTPLoader, embedded: Bool) async throws {
+        let client = try await OAuth2Client.discover(issuer: issuer, clientID: clientID, loader: loader)
+        print("Signing in to \(issuer.absoluteString)\(embedded ? " (embedded demo server)" : "") as \(TerminalText.escaped(clientID))")
+        let token: BearerToken
+        if pkce {
+            token = try await client.signInWithLoopback(scopes: scopes) { url in
+                print("Open this address in a browser to sign in:\n  \(TerminalText.escaped(url.absoluteString))")
+                if embedded {
+                    // The demo server approves by itself: this command is the browser.
+                    print("(the demo server approves catena-cli by itself; following it here)")
+                    _ = try await loader.load(APIRequest(url: url))
+                } else {
+                    Self.openBrowser(url)
+                }
+            }
+        } else {
+            token = try await client.signInWithDevice(scopes: scopes) { device in
+                print("To sign in, visit  \(TerminalText.escaped(device.verificationURI.absoluteString))")
+                print("and enter          \(TerminalText.escaped(device.userCode))")
+                if embedded { print("(the demo server approves catena-cli by itself)") }
+                print("Waiting for the approval…")
+            }
+        }
+        try SavedLogin(clientID: clientID, endpoints: client.endpoints).save(name)
+        do {
+            try SavedLogin.storage.save(token, named: name)
+        } catch {
+            throw CommandFailure("signed in, but the token cannot be kept: \(error)")
+        }
+        var facts = [token.scope.map { "scope \(TerminalText.escaped($0))" }, token.refreshToken == nil ? "no refresh token" : "with a refresh token"]
+        if let expiresAt = token.expiresAt { facts.insert("expires in \(max(0, Int(expiresAt.timeIntervalSinceNow))) s", at: 0) }
+        print("Signed in: the token is kept as \"\(name)\" \(SavedLogin.storageDescription.replacingOccurrences(of: "NAME", with: name))")
+        print("           (\(facts.compactMap { $0 }.joined(separator: ", ")))")
+        guard embedded else {
+            print("Use it with: catena get URL --auth \(name)")
+            return
+        }
+        let me = try await loader.load(APIRequest(url: issuer.appending(path: "api/protected/me"), headerFields: [.authorization: "Bearer \(token.accessToken)"]))
+        print("GET /api/protected/me with it: \(me.status.code) \(TerminalText.escaped(String(decoding: me.body.prefix(200), as: UTF8.self)))")
+        print("The embedded demo server stops now, and its tokens with it. To keep one: `catena serve` in one shell,")
+        print("then `catena login \(name) --issuer http://127.0.0.1:8080 --client-id catena-cli` and `catena get … --auth \(name)`.")
+    }
+
+    /// Opens `url` in the desktop's browser, if there is one; the address is printed anyway.
+    static func openBrowser(_ url: URL) {
+        let process = Process()
+        #if os(macOS)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/open")
+        #else
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/xdg-open")
+        #endif
+        process.arguments = [url.absoluteString]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try? process.run()
+    }
+}
+
+struct LogoutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logout",
+        abstract: "Revokes the token kept under NAME at its server (RFC 7009) and forgets it.",
+        discussion: SavedLogin.storageHelp
+    )
+
+    @Argument(help: "The name the sign-in is kept under.")
+    var name: String
+
+    @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
+    var transport: ConnectionOptions.TransportKind = .ahc
+
+    func run() async throws {
+        do {
+            let login = try SavedLogin.load(name)
+            let storage = SavedLogin.storage
+            let token = try storage.token(named: name)
+            // Forgotten here whatever the server says: a logout that fails halfway must not leave the token behind.
+            try storage.removeToken(named: name)
+            try? FileManager.default.removeItem(at: try SavedLogin.file(name))
+            guard let token else {
+                print("Signed out of \(name) (no token was kept)")
+                return
+            }
+            guard login.endpoints.revocation != nil else {
+                print("Signed out of \(name): the token is forgotten; the server has no revocation endpoint, so it lives until it expires")
+                return
+            }
+            do {
+                try await login.client(loader: transport.makeLoader(trust: .system)).revoke(token)
+                print("Signed out of \(name): the token is revoked at the server and forgotten")
+            } catch {
+                print("Signed out of \(name): the token is forgotten, but the server did not revoke it (\(String(describing: error)))")
+            }
+        } catch let failure as CommandFailure {
+            Terminal.fail(failure.description)
+        } catch {
+            Terminal.fail(String(describing: error))
+        }
+    }
+}

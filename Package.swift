@@ -221,7 +221,8 @@ let package = Package(
         .testTarget(
             name: "CatenaTests",
             dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI"]
-                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log")])
+                // swift-crypto: the reference the PKCE hash is checked against.
+                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log"), ("Crypto", "swift-crypto")])
         ),
         .testTarget(
             name: "CatenaAsyncHTTPClientTests",

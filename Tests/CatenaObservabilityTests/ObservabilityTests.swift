@@ -150,10 +150,10 @@ struct TracingTests {
     func tokenRefresh(kind: TransportKind) async throws {
         let tracer = InMemoryTracer()
         let base = try await TestServer.running().baseURL
-        let flow = OAuth2PasswordFlow(
-            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-            loader: kind.make())
-        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: flow.refresh)
+        let client = OAuth2Client(
+            clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+            endpoints: .init(token: base.appending(path: "oauth/token")), loader: kind.make())
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], client: client, signIn: .clientCredentials())
         let chain = TracingMiddleware(tracer: tracer) --> EnvironmentMiddleware(try await TestServer.environment()) --> auth --> kind.make()
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
@@ -279,10 +279,10 @@ struct MetricsTests {
     func refreshes() async throws {
         let metrics = TestMetrics()
         let base = try await TestServer.running().baseURL
-        let flow = OAuth2PasswordFlow(
-            tokenURL: base.appending(path: "oauth/token"), username: "eve.holt@reqres.in", password: "cityslicka",
-            loader: AsyncHTTPClientTransport.forTests())
-        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: flow.refresh)
+        let client = OAuth2Client(
+            clientID: "catena-service", authentication: .clientSecretBasic("catena-service-secret"),
+            endpoints: .init(token: base.appending(path: "oauth/token")), loader: AsyncHTTPClientTransport.forTests())
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], client: client, signIn: .clientCredentials())
         let chain =
             MetricsMiddleware(factory: metrics) --> EnvironmentMiddleware(try await TestServer.environment()) --> auth --> AsyncHTTPClientTransport.forTests()
         try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in

@@ -190,7 +190,7 @@ struct StreamingTests {
     func authRefresh(kind: TransportKind) async throws {
         let auth = TokenAuthMiddleware(
             hosts: [try await TestServer.authority()], token: BearerToken(accessToken: "not-a-live-token"),
-            refresh: try await AuthTests().oauth().refresh)
+            refresh: try await AuthTests().oauth())
         let chain = EnvironmentMiddleware(try await TestServer.environment()) --> RetryMiddleware() --> auth --> kind.make()
         let response = try await chain.stream(try APIRequest(.get, path: ["api", "protected", "me"]))
         #expect(response.status == .ok)

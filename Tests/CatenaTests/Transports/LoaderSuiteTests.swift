@@ -243,7 +243,7 @@ struct CombinedLoaderTests {
     func everyRequestCompletesOnce() async throws {
         let env = try await TestServer.environment()
         let clock = VirtualClock()
-        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth().refresh)
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], refresh: try await AuthTests().oauth())
         let chain =
             ResetGuardMiddleware() --> EnvironmentMiddleware(env) --> DeduplicationMiddleware() --> ThrottleMiddleware(maxInFlight: 4)
             --> RetryMiddleware(RetryStrategy(jitter: false), clock: clock) --> ValidationMiddleware() --> auth --> AsyncHTTPClientTransport.forTests()

@@ -1,0 +1,74 @@
+import Catena
+import CatenaDemoServer
+import Foundation
+import Testing
+@testable import CatenaTestSupport
+
+/// `catena login`, `--auth` and `catena logout` as a user runs them, against the demo
+/// server's authorization server, with the tokens in a configuration folder of the test's own.
+@Suite(
+    "catena login, --auth and logout", .serialized,
+    .enabled(if: !Timing.isThreadSanitized, "the command runs in child processes; see RequestCommandTests"))
+struct LoginCommandTests {
+    @Test("login --device keeps the token; --auth uses it, refreshes and keeps the rotated one; logout revokes it", arguments: ["ahc", "urlsession"])
+    func signInUseSignOut(transport: String) async throws {
+        let base = try await TestServer.running().baseURL
+        let config = FileManager.default.temporaryDirectory.appending(path: "catena-config-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        let environment = ["XDG_CONFIG_HOME": config.path]
+        let tokenFile = config.appending(path: "catena/tokens/work.json")
+        func stored() throws -> BearerToken { try JSONDecoder().decode(BearerToken.self, from: Data(contentsOf: tokenFile)) }
+
+        let login = try await CatenaCommandLine.run(
+            ["login", "work", "--issuer", base.absoluteString, "--client-id", "catena-cli", "--device", "--transport", transport], environment: environment)
+        #expect(login.status == 0, "\(login.errors)")
+        #expect(login.text.contains("enter") && login.text.contains("Signed in"), "\(login.text)")
+        let first = try stored()
+        let firstRefresh = try #require(first.refreshToken)
+        #expect(!login.text.contains(first.accessToken) && !login.text.contains(firstRefresh))
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: tokenFile.path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+
+        let me = base.appending(path: "api/protected/me").absoluteString
+        let call = try await CatenaCommandLine.run(["get", me, "--auth", "work", "--transport", transport], environment: environment)
+        #expect(call.status == 0, "\(call.errors)")
+        #expect(call.text.contains("janet.weaver@reqres.in"))
+
+        // Expired at the server: the command refreshes, and keeps the rotated refresh token.
+        _ = try await TransportKind.asyncHTTPClient.make().load(
+            APIRequest(.post, url: base.appending(path: "oauth/expire"), body: .form([(name: "token", value: first.accessToken)])))
+        let refreshed = try await CatenaCommandLine.run(["get", me, "--auth", "work", "-v", "--transport", transport], environment: environment)
+        #expect(refreshed.status == 0, "\(refreshed.errors)")
+        let second = try stored()
+        #expect(second.refreshToken != first.refreshToken)
+        #expect(refreshed.errors.contains("/oauth/token"), "the refresh is logged")
+        for secret in [first.accessToken, second.accessToken, first.refreshToken, second.refreshToken].compactMap({ $0 }) {
+            #expect(!refreshed.errors.contains(secret) && !refreshed.text.contains(secret), "no token in the log")
+        }
+
+        let logout = try await CatenaCommandLine.run(["logout", "work", "--transport", transport], environment: environment)
+        #expect(logout.status == 0, "\(logout.errors)")
+        #expect(logout.text.contains("revoked"), "\(logout.text)")
+        #expect(!FileManager.default.fileExists(atPath: tokenFile.path))
+        let revoked = try await TransportKind.asyncHTTPClient.make().load(
+            APIRequest(url: base.appending(path: "api/protected/me"), headerFields: [.authorization: "Bearer \(second.accessToken)"]))
+        #expect(revoked.status == .unauthorized)
+
+        let after = try await CatenaCommandLine.run(["get", me, "--auth", "work", "--transport", transport], environment: environment)
+        #expect(after.status != 0)
+        #expect(after.errors.contains("catena login work"), "\(after.errors)")
+    }
+
+    @Test("`catena login demo --device` and `--pkce` sign in to the embedded demo server in one command")
+    func demo() async throws {
+        let config = FileManager.default.temporaryDirectory.appending(path: "catena-config-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        for flow in ["--device", "--pkce"] {
+            let outcome = try await CatenaCommandLine.run(["login", "demo", flow], environment: ["XDG_CONFIG_HOME": config.path])
+            #expect(outcome.status == 0, "\(outcome.errors)")
+            #expect(outcome.text.contains("GET /api/protected/me with it: 200"), "\(outcome.text)")
+        }
+        let bad = try await CatenaCommandLine.run(["login", "../evil"], environment: ["XDG_CONFIG_HOME": config.path])
+        #expect(bad.status == 64, "a name that would climb out of the folder is refused: \(bad.errors)")
+    }
+}

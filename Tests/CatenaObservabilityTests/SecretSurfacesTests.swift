@@ -1,4 +1,5 @@
-import Catena
+@testable import Catena
+import CatenaAsyncHTTPClient
 import CatenaDemoServer
 import CatenaObservability
 import CatenaTesting
@@ -120,6 +121,72 @@ struct SecretSurfacesTests {
             let har = surfaces[0].1
             #expect(har.contains(plainValue) && har.contains(pathSegment), "seed \(seed), round \(round): the plain fields stay in the HAR")
             #expect(logs.text.contains(pathSegment) && request.curlDescription.contains(plainValue), "seed \(seed), round \(round)")
+        }
+    }
+
+    @Test("every OAuth flow: no secret of a token request or answer reaches a surface", arguments: TransportKind.allCases)
+    func oauthFlows(kind: TransportKind) async throws {
+        let base = try await TestServer.running().baseURL
+        let tracer = InMemoryTracer()
+        let logs = CapturedLogs()
+        let recorder = HARRecorder()
+        let chain = TracingMiddleware(tracer: tracer) --> LogMiddleware(logger: logs.logger(level: .debug), logsCurlCommands: true) --> recorder --> kind.make()
+        let tag = "t" + UUID().uuidString.prefix(8).lowercased()
+        let serviceSecret = "catena-service-secret"
+        var secrets = [serviceSecret]
+        var errors: [String] = []
+        func keep(_ token: BearerToken) {
+            secrets.append(token.accessToken)
+            if let refresh = token.refreshToken { secrets.append(refresh) }
+        }
+
+        for authentication in [OAuth2Client.Authentication.clientSecretBasic(serviceSecret), .clientSecretPost(serviceSecret)] {
+            let service = try await OAuth2Client.discover(issuer: base, clientID: "catena-service.\(tag)", authentication: authentication, loader: chain)
+            keep(try await service.clientCredentials(scopes: ["read"]))
+        }
+        let cli = try await OAuth2Client.discover(issuer: base, clientID: "catena-cli.\(tag)", loader: chain, clock: VirtualClock())
+        let device = try await cli.authorizeDevice()
+        secrets += [device.deviceCode, device.userCode]
+        let signedIn = try await cli.token(for: device)
+        keep(signedIn)
+        let refreshed = try await cli.refresh(signedIn)
+        keep(refreshed)
+        do {
+            _ = try await cli.refresh(signedIn)  // reused: the server refuses, and revokes the family
+        } catch {
+            errors.append(error.description)
+        }
+
+        let authorization = try cli.authorizationRequest(redirectURI: URL(string: "http://127.0.0.1:9/callback")!)
+        var authorize = APIRequest(url: authorization.url)
+        authorize[option: RedirectPolicy.self] = .never
+        let redirect = try #require(try await chain.load(authorize).headerFields[.location].flatMap(URL.init(string:)))
+        secrets += [
+            try #require(URLComponents(url: redirect, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "code" }?.value),
+            authorization.codeVerifier,
+        ]
+        let exchanged = try await cli.exchange(redirect, for: authorization)
+        keep(exchanged)
+        do {
+            _ = try await cli.exchange(redirect, for: authorization)  // a replayed code
+        } catch {
+            errors.append(error.description)
+        }
+        try await cli.revoke(exchanged)
+        #expect(errors.count == 2, "the reuse and the replay were refused")
+
+        let surfaces: [(String, String)] = [
+            ("HAR", String(decoding: try recorder.har.encoded(), as: UTF8.self)),
+            ("log", logs.text),
+            ("trace", tracer.finishedSpans.map { "\($0.operationName) \($0.attributes)" }.joined(separator: "\n")),
+            ("error", errors.joined(separator: "\n")),
+            ("token", [signedIn, refreshed, exchanged].map { "\($0) \(String(reflecting: $0))" }.joined()),
+        ]
+        #expect(surfaces[0].1.contains("/oauth/token") && surfaces[1].1.contains("/oauth/revoke"), "the surfaces did record the flows")
+        for (surface, text) in surfaces {
+            for secret in secrets {
+                #expect(!text.contains(secret), "\(secret) in the \(surface)")
+            }
         }
     }
 }

@@ -183,7 +183,11 @@ package struct BodyScrubber: Sendable {
         let redaction = redaction
         guard
             let spans = JSONSecretSpans.find(
-                in: bytes, isSecret: { redaction.isSecret(name: $0) }, isSecretText: { text in secretValues.contains { text.contains($0) } }),
+                in: bytes, isSecret: { redaction.isSecret(name: $0) },
+                isSecretText: { text in
+                    // A URL whose query or fragment carries a secret item is a secret as a whole.
+                    secretValues.contains { text.contains($0) } || (text.contains("://") && redaction.redact(urlString: text) != text)
+                }),
             let text = String(bytes: JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
         else { return .unreadable }
         // Values written without escapes, such as a secret inside a longer string.

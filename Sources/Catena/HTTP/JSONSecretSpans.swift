@@ -19,7 +19,7 @@ package struct JSONSecretSpans {
     /// inside a secret is covered by the outer one); nil when the text is not read.
     /// `isSecret` judges member names; `isSecretText` the decoded text of every string
     /// written with escapes (a server's encoder may write a secret it echoes as
-    /// `p\u0026ss`, which a search of the raw text for `p&ss` misses).
+    /// `p\u0026ss`, which a search of the raw text for `p&ss` misses) or holding `=`.
     package static func find(
         in bytes: [UInt8], isSecret: @escaping (String) -> Bool, isSecretText: @escaping (String) -> Bool = { _ in false }
     ) -> [Range<Int>]? {
@@ -117,7 +117,10 @@ package struct JSONSecretSpans {
             }
         case UInt8(ascii: "\""):
             guard let range = string() else { return false }
-            if bytes[range].contains(UInt8(ascii: "\\")), isSecretText(decoded(range)) { spans.append(range) }
+            // Judged when written with escapes, or when it may be a URL with a query
+            // (`verification_uri_complete`'s `?user_code=…`).
+            let judged = bytes[range].contains(UInt8(ascii: "\\")) || bytes[range].contains(UInt8(ascii: "="))
+            if judged, isSecretText(decoded(range)) { spans.append(range) }
             return true
         default:
             // A number, true, false or null: up to the next delimiter.

@@ -221,8 +221,7 @@ let package = Package(
         .testTarget(
             name: "CatenaTests",
             dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport", "CatenaAsyncHTTPClient", "CatenaDemoServer", "ReqresAPI"]
-                // swift-crypto: the reference the PKCE hash is checked against.
-                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log"), ("Crypto", "swift-crypto")])
+                + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log")])
         ),
         .testTarget(
             name: "CatenaAsyncHTTPClientTests",

@@ -15,7 +15,7 @@ struct LoginCommandTests {
         let base = try await TestServer.running().baseURL
         let config = FileManager.default.temporaryDirectory.appending(path: "catena-config-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: config) }
-        let environment = ["XDG_CONFIG_HOME": config.path]
+        let environment = ["XDG_CONFIG_HOME": config.path, "CATENA_TOKEN_STORAGE": "file"]
         let tokenFile = config.appending(path: "catena/tokens/work.json")
         func stored() throws -> BearerToken { try JSONDecoder().decode(BearerToken.self, from: Data(contentsOf: tokenFile)) }
 
@@ -64,7 +64,8 @@ struct LoginCommandTests {
         let config = FileManager.default.temporaryDirectory.appending(path: "catena-config-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: config) }
         for flow in ["--device", "--pkce"] {
-            let outcome = try await CatenaCommandLine.run(["login", "demo", flow], environment: ["XDG_CONFIG_HOME": config.path])
+            let outcome = try await CatenaCommandLine.run(
+                ["login", "demo", flow], environment: ["XDG_CONFIG_HOME": config.path, "CATENA_TOKEN_STORAGE": "file"])
             #expect(outcome.status == 0, "\(outcome.errors)")
             #expect(outcome.text.contains("GET /api/protected/me with it: 200"), "\(outcome.text)")
         }

@@ -9,26 +9,31 @@ struct SavedLogin: Codable {
     var clientID: String
     var endpoints: OAuth2Client.Endpoints
 
-    static var storage: any TokenStorage {
+    /// The Keychain on Apple platforms, unless CATENA_TOKEN_STORAGE=file asks for files.
+    static var usesKeychain: Bool {
         #if canImport(Security)
-        KeychainTokenStorage(service: "catena")
+        ProcessInfo.processInfo.environment["CATENA_TOKEN_STORAGE"] != "file"
         #else
-        FileTokenStorage()
+        false
         #endif
     }
 
-    /// Where the tokens are, for the help and the messages.
-    static var storageDescription: String {
+    static var storage: any TokenStorage {
         #if canImport(Security)
-        "in the Keychain (service \"catena\")"
-        #else
-        "in \(FileTokenStorage.defaultDirectory.path)/NAME.json (mode 0600)"
+        if usesKeychain { return KeychainTokenStorage(service: "catena") }
         #endif
+        return FileTokenStorage()
+    }
+
+    /// Where the tokens are, for the messages.
+    static var storageDescription: String {
+        usesKeychain ? "in the Keychain (service \"catena\")" : "in \(FileTokenStorage.defaultDirectory.path)/NAME.json (mode 0600)"
     }
 
     static let storageHelp = """
-        Tokens are kept in the Keychain on macOS, elsewhere in ~/.config/catena/tokens/NAME.json, mode 0600 \
-        ($XDG_CONFIG_HOME/catena/tokens when that is set); the server and client id in ../logins/NAME.json beside them.
+        Tokens are kept in the Keychain on macOS (CATENA_TOKEN_STORAGE=file keeps them in files there too), elsewhere in \
+        ~/.config/catena/tokens/NAME.json, mode 0600 ($XDG_CONFIG_HOME/catena/tokens when that is set); the server and \
+        client id in ../logins/NAME.json beside them.
         """
 
     static func file(_ name: String) throws -> URL {
@@ -39,6 +44,14 @@ struct SavedLogin: Codable {
 
     static func load(_ name: String) throws -> SavedLogin {
         let url = try file(name)
+        // It says where tokens are sent: only a file of this user's that no one else may write counts.
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else {
+            throw CommandFailure("no sign-in named \(name): run `catena login \(name) …` first")
+        }
+        let mode = (attributes[.posixPermissions] as? Int) ?? 0o777
+        guard attributes[.type] as? FileAttributeType == .typeRegular, (attributes[.ownerAccountID] as? Int).map({ UInt32($0) == geteuid() }) == true,
+            mode & 0o022 == 0
+        else { throw CommandFailure("\(url.path) is not a file of this user's that only this user may write: remove it and sign in again") }
         guard let data = try? Data(contentsOf: url) else { throw CommandFailure("no sign-in named \(name): run `catena login \(name) …` first") }
         do {
             return try JSONDecoder().decode(SavedLogin.self, from: data)
@@ -180,7 +193,8 @@ struct LoginCommand: AsyncParsableCommand {
             print("Use it with: catena get URL --auth \(name)")
             return
         }
-        let me = try await loader.load(APIRequest(url: issuer.appending(path: "api/protected/me"), headerFields: [.authorization: "Bearer \(token.accessToken)"]))
+        let me = try await loader.load(
+            APIRequest(url: issuer.appending(path: "api/protected/me"), headerFields: [.authorization: "Bearer \(token.accessToken)"]))
         print("GET /api/protected/me with it: \(me.status.code) \(TerminalText.escaped(String(decoding: me.body.prefix(200), as: UTF8.self)))")
         print("The embedded demo server stops now, and its tokens with it. To keep one: `catena serve` in one shell,")
         print("then `catena login \(name) --issuer http://127.0.0.1:8080 --client-id catena-cli` and `catena get … --auth \(name)`.")

@@ -13,10 +13,11 @@ public import Foundation
 /// short page, and closes. Register ``redirectURI`` (or `http://127.0.0.1` with any
 /// port, as RFC 8252 §7.3 lets servers allow) as the client's redirect URI.
 ///
-/// Only the address 127.0.0.1 is bound, never all interfaces. Requests for another path,
-/// or without `code` or `error`, are answered 404 and the listener goes on waiting; a
-/// connection that sends nothing is dropped after 5 s. Any local process can reach the
-/// port, which is why ``OAuth2Client/exchange(_:for:)`` checks the redirect's `state`.
+/// Only the address 127.0.0.1 is bound, never all interfaces. Any local process, or a
+/// web page, can reach the port: requests for another path, without `code` or `error`,
+/// or with another `state` than the one expected, are answered 404 and the listener goes
+/// on waiting, and a connection gets 2 s to send its request. ``OAuth2Client/exchange(_:for:)``
+/// checks the `state` again.
 public final class LoopbackRedirectListener: Sendable {
     /// `http://127.0.0.1:PORT/PATH`: the redirect URI to register and send.
     public let redirectURI: URL
@@ -39,7 +40,9 @@ public final class LoopbackRedirectListener: Sendable {
     public init(path: String = "/callback") throws(CatenaError) {
         let path = path.hasPrefix("/") ? path : "/" + path
         func failure(_ what: String) -> CatenaError {
-            CatenaError(.invalidRequest, request: APIRequest(url: URL(string: "http://127.0.0.1/")!), detail: "cannot listen on 127.0.0.1: \(what) failed (errno \(errno))")
+            CatenaError(
+                .invalidRequest, request: APIRequest(url: URL(string: "http://127.0.0.1/")!),
+                detail: "cannot listen on 127.0.0.1: \(what) failed (errno \(errno))")
         }
         #if canImport(Darwin)
         let fd = Darwin.socket(AF_INET, SOCK_STREAM, 0)
@@ -62,7 +65,8 @@ public final class LoopbackRedirectListener: Sendable {
                 bind(fd, socketAddress, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, socketAddress, &length) == 0
             }
         }
-        guard bound else {
+        // Non-blocking: an `accept` after `poll` never waits for a connection that went away.
+        guard bound, fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else {
             let error = failure("bind")
             _ = Self.closeSocket(fd)
             throw error
@@ -82,8 +86,11 @@ public final class LoopbackRedirectListener: Sendable {
     /// ``CatenaError/Code/cancelled`` when the calling task is cancelled or the
     /// listener closed; call it once.
     ///
-    /// - Parameter timeout: how long the user may take.
-    public func redirect(timeout: Duration = .seconds(300)) async throws(CatenaError) -> URL {
+    /// - Parameters:
+    ///   - timeout: how long the user may take.
+    ///   - expected: the authorization request's `state`: a request carrying another is
+    ///     not the redirect, so a stray one cannot end the sign-in.
+    public func redirect(timeout: Duration = .seconds(300), expectingState expected: String? = nil) async throws(CatenaError) -> URL {
         let request = APIRequest(url: redirectURI)
         do {
             return try await withTaskCancellationHandler {
@@ -96,7 +103,7 @@ public final class LoopbackRedirectListener: Sendable {
                     }
                     guard starts else { return waiter.resume(throwing: CancellationError()) }
                     let deadline = ContinuousClock.now + timeout
-                    DispatchQueue(label: "catena.loopback-redirect").async { self.acceptLoop(until: deadline) }
+                    DispatchQueue(label: "catena.loopback-redirect").async { self.acceptLoop(until: deadline, state: expected) }
                 }
             } onCancel: {
                 stop()
@@ -124,7 +131,7 @@ public final class LoopbackRedirectListener: Sendable {
     }
 
     /// Runs on its own queue: polls in steps of 100 ms, so that a stop is seen soon.
-    private func acceptLoop(until deadline: ContinuousClock.Instant) {
+    private func acceptLoop(until deadline: ContinuousClock.Instant, state expected: String?) {
         var outcome: Result<URL, any Error> = .failure(CancellationError())
         while true {
             if state.withLock({ $0.stopped }) { break }
@@ -136,7 +143,7 @@ public final class LoopbackRedirectListener: Sendable {
             guard poll(&ready, 1, 100) > 0 else { continue }
             let client = accept(listeningSocket, nil, nil)
             guard client >= 0 else { continue }
-            if let url = serve(client) {
+            if let url = serve(client, state: expected) {
                 outcome = .success(url)
                 break
             }
@@ -154,20 +161,25 @@ public final class LoopbackRedirectListener: Sendable {
 
     /// Reads one request from `client`, answers it and closes it; the redirect's URL
     /// when it was the redirect.
-    private func serve(_ client: Int32) -> URL? {
+    private func serve(_ client: Int32, state expected: String?) -> URL? {
         defer { _ = Self.closeSocket(client) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        _ = setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        _ = setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
         #if canImport(Darwin)
         var one: Int32 = 1
         _ = setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         #endif
-        // The request head, at most 16 KiB: a redirect is one line of a few hundred bytes.
+        // The request head, at most 16 KiB (a redirect is one line of a few hundred bytes),
+        // within 2 s: a connection that trickles cannot hold the listener.
+        let deadline = ContinuousClock.now + .seconds(2)
         var head: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while head.count < 16 * 1024, !head.suffix(4).elementsEqual([13, 10, 13, 10]) {
+        while head.count < 16 * 1024, !head.suffix(4).elementsEqual([13, 10, 13, 10]), !state.withLock({ $0.stopped }) {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { break }
+            var readable = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+            guard poll(&readable, 1, Int32(min(100, max(1, left.seconds * 1000)))) > 0 else { continue }
             let count = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { continue }
             guard count > 0 else { break }
             head += buffer[..<count]
         }
@@ -176,7 +188,8 @@ public final class LoopbackRedirectListener: Sendable {
         guard parts.count == 3, parts[0].elementsEqual("GET".utf8), let target = String(bytes: parts[1], encoding: .utf8),
             target.hasPrefix(path), let url = URL(string: "http://127.0.0.1:\(port)\(target)"),
             let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems,
-            url.path == path, items.contains(where: { $0.name == "code" || $0.name == "error" })
+            url.path == path, items.contains(where: { $0.name == "code" || $0.name == "error" }),
+            expected.map({ expected in items.contains { $0.name == "state" && $0.value == expected } }) ?? true
         else {
             respond(client, status: "404 Not Found", body: "Not found.")
             return nil

@@ -95,11 +95,9 @@ public struct OAuth2Client: Sendable {
         clock: any RetryClock = SystemRetryClock()
     ) async throws(CatenaError) -> OAuth2Client {
         let url = try metadataURL(for: issuer)
-        let request = APIRequest(.get, url: url, headerFields: [.accept: "application/json"])
+        var request = APIRequest(.get, url: url, headerFields: [.accept: "application/json"])
+        request[option: MaximumResponseSize.self] = maximumAnswer
         let response = try await loader.load(request).validateStatus()
-        guard response.body.count <= maximumAnswer else {
-            throw CatenaError(.invalidResponse, request: request, response: response, detail: "the metadata is larger than \(maximumAnswer) bytes")
-        }
         struct Metadata: Decodable {
             let issuer: String?
             let token_endpoint: String?
@@ -109,7 +107,7 @@ public struct OAuth2Client: Sendable {
         }
         let metadata = try response.decode(Metadata.self)
         // RFC 8414 §3.3: the issuer in the metadata must be the one asked for, exactly.
-        guard let named = metadata.issuer, trimmed(named) == trimmed(issuer.absoluteString) else {
+        guard let named = metadata.issuer, trimmed(named) == trimmed(issuer.absoluteString), let namedURL = URL(string: named) else {
             throw CatenaError(
                 .authenticationFailed, request: request, response: response,
                 underlyingError: OAuth2Error(.issuerMismatch, description: "the metadata names another issuer"),
@@ -125,8 +123,9 @@ public struct OAuth2Client: Sendable {
         guard let token = try endpoint(metadata.token_endpoint, "token_endpoint") else {
             throw CatenaError(.invalidResponse, request: request, response: response, detail: "the metadata has no token_endpoint")
         }
+        // The metadata's own spelling: a redirect's `iss` must match it exactly (RFC 9207 §2.4).
         let endpoints = Endpoints(
-            issuer: issuer, token: token, authorization: try endpoint(metadata.authorization_endpoint, "authorization_endpoint"),
+            issuer: namedURL, token: token, authorization: try endpoint(metadata.authorization_endpoint, "authorization_endpoint"),
             deviceAuthorization: try endpoint(metadata.device_authorization_endpoint, "device_authorization_endpoint"),
             revocation: try endpoint(metadata.revocation_endpoint, "revocation_endpoint"))
         return OAuth2Client(clientID: clientID, authentication: authentication, endpoints: endpoints, loader: loader, clock: clock)
@@ -213,16 +212,18 @@ public struct OAuth2Client: Sendable {
             let pair = Self.formEncoded(clientID) + ":" + Self.formEncoded(secret)
             headers[.authorization] = "Basic " + Data(pair.utf8).base64EncodedString()
         }
-        let request = APIRequest(.post, url: url, headerFields: headers, body: .form(fields))
+        var request = APIRequest(.post, url: url, headerFields: headers, body: .form(fields))
         guard Self.isSafe(url) else {
             throw CatenaError(.invalidRequest, request: request, detail: "OAuth endpoints must be https (or http to a loopback host)")
         }
+        // A redirect would resend the form, secrets and all, wherever it points.
+        request[option: RedirectPolicy.self] = .never
+        request[option: MaximumResponseSize.self] = Self.maximumAnswer
         let response = try await loader.load(request)
-        guard response.body.count <= Self.maximumAnswer else {
-            throw CatenaError(.invalidResponse, request: request, response: response, detail: "the answer is larger than \(Self.maximumAnswer) bytes")
-        }
         if (200..<300).contains(response.status.code) { return (request, response) }
-        if let error = OAuth2Error(answer: response.body, secrets: fields.filter { SecretNames.isSecret($0.name) }.map(\.value)) {
+        var secrets = fields.filter { SecretNames.isSecret($0.name) }.map(\.value)
+        if case .clientSecretBasic(let secret) = authentication { secrets.append(secret) }
+        if let error = OAuth2Error(answer: response.body, secrets: secrets) {
             throw CatenaError(.authenticationFailed, request: request, response: response, underlyingError: error, detail: "the server answered \(error)")
         }
         _ = try response.validateStatus()

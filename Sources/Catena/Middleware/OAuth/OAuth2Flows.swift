@@ -64,7 +64,7 @@ extension OAuth2Client {
         items += [
             URLQueryItem(name: "response_type", value: "code"), URLQueryItem(name: "client_id", value: clientID),
             URLQueryItem(name: "redirect_uri", value: redirectURI.absoluteString), URLQueryItem(name: "state", value: state),
-            URLQueryItem(name: "code_challenge", value: Self.base64URL(SHA256Hasher.hash(Array(verifier.utf8)))),
+            URLQueryItem(name: "code_challenge", value: Self.base64URL(SHA256.hash(verifier.utf8))),
             URLQueryItem(name: "code_challenge_method", value: "S256"),
         ]
         if !scopes.isEmpty { items.append(URLQueryItem(name: "scope", value: scopes.joined(separator: " "))) }
@@ -81,11 +81,10 @@ extension OAuth2Client {
     public func exchange(_ redirect: URL, for request: OAuth2AuthorizationRequest) async throws(CatenaError) -> BearerToken {
         let failed = APIRequest(url: request.redirectURI)
         let items = URLComponents(url: redirect, resolvingAgainstBaseURL: false)?.queryItems ?? []
-        func value(_ name: String) -> String? {
-            let values = items.filter { $0.name == name }
-            return values.count == 1 ? values[0].value : nil  // twice is as good as missing
-        }
-        guard let state = value("state"), Self.constantTimeEqual(state, request.state) else {
+        func value(_ name: String) -> String? { items.first { $0.name == name }?.value }
+        // A parameter given twice could be read two ways: the redirect is treated as forged.
+        let repeated = ["state", "code", "iss", "error"].contains { name in items.filter { $0.name == name }.count > 1 }
+        guard !repeated, let state = value("state"), Self.constantTimeEqual(state, request.state) else {
             throw CatenaError(
                 .authenticationFailed, request: failed, underlyingError: OAuth2Error(.stateMismatch),
                 detail: "the redirect's state is not the one sent: it may be forged, so its code was not used")
@@ -124,7 +123,7 @@ extension OAuth2Client {
         defer { listener.close() }
         let request = try authorizationRequest(redirectURI: listener.redirectURI, scopes: scopes)
         // Listening before `open` runs: an `open` that waits for the page to load needs the answer.
-        async let redirected = Self.redirect(from: listener, timeout: timeout)
+        async let redirected = Self.redirect(from: listener, timeout: timeout, state: request.state)
         do {
             try await open(request.url)
         } catch {
@@ -135,9 +134,9 @@ extension OAuth2Client {
         return try await exchange(try await redirected.get(), for: request)
     }
 
-    private static func redirect(from listener: LoopbackRedirectListener, timeout: Duration) async -> Result<URL, CatenaError> {
+    private static func redirect(from listener: LoopbackRedirectListener, timeout: Duration, state: String) async -> Result<URL, CatenaError> {
         do {
-            return .success(try await listener.redirect(timeout: timeout))
+            return .success(try await listener.redirect(timeout: timeout, expectingState: state))
         } catch {
             return .failure(error)
         }
@@ -193,7 +192,8 @@ extension OAuth2Client {
     /// - Parameters:
     ///   - scopes: the scopes asked for.
     ///   - parameters: further form fields the server wants.
-    public func authorizeDevice(scopes: [String] = [], parameters: [(name: String, value: String)] = []) async throws(CatenaError) -> OAuth2DeviceAuthorization {
+    public func authorizeDevice(scopes: [String] = [], parameters: [(name: String, value: String)] = []) async throws(CatenaError) -> OAuth2DeviceAuthorization
+    {
         guard let url = endpoints.deviceAuthorization else {
             throw CatenaError(.invalidRequest, request: APIRequest(url: endpoints.token), detail: "the server has no device authorization endpoint")
         }
@@ -246,7 +246,8 @@ extension OAuth2Client {
             }
             guard clock.now() < device.expiresAt else {
                 throw CatenaError(
-                    .authenticationFailed, request: request, underlyingError: OAuth2Error(.expiredToken, description: "the device code expired before it was approved"),
+                    .authenticationFailed, request: request,
+                    underlyingError: OAuth2Error(.expiredToken, description: "the device code expired before it was approved"),
                     detail: "the device code expired before it was approved")
             }
             do {

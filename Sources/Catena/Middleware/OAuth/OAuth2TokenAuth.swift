@@ -60,22 +60,19 @@ extension TokenAuthMiddleware {
     }
 }
 
-/// An OAuth middleware's token source: the storage read once, refreshes saved, logout
-/// revoking. Saves and removals are ordered by `epoch` under one lock, so a refresh
-/// that a logout overtook can never write its token back.
+/// An OAuth middleware's token source: storage read and written under its lock, so that
+/// two processes sharing a token (two runs of a command) never spend one refresh token
+/// twice, and logout revoking. Saves and removals are ordered by `epoch` under one lock,
+/// so a refresh that a logout overtook can never write its token back.
 final class OAuth2TokenKeeper: Sendable {
-    private struct State {
-        var loaded = false
-        var epoch: UInt64 = 0
-    }
-
     private let client: OAuth2Client
     private let signIn: OAuth2SignIn?
     private let storage: (any TokenStorage)?
     private let name: String
     private let leeway: Duration
     private let clock: any RetryClock
-    private let state = Locked(State())
+    /// Bumped by every logout.
+    private let epoch = Locked<UInt64>(0)
 
     init(client: OAuth2Client, signIn: OAuth2SignIn?, storage: (any TokenStorage)?, name: String, leeway: Duration, clock: any RetryClock) {
         self.client = client
@@ -87,62 +84,91 @@ final class OAuth2TokenKeeper: Sendable {
     }
 
     func refresh(_ current: BearerToken?) async throws -> BearerToken {
-        let request = APIRequest(url: client.endpoints.token)
-        let (epoch, load) = state.withLock { state in
-            defer { state.loaded = true }
-            return (state.epoch, !state.loaded)
-        }
-        var current = current
-        if current == nil, load, let storage {
+        // A logout cancels the refresh's task before it bumps the epoch: a task that
+        // starts only after that is cancelled already, and asks for nothing.
+        let started = epoch.withLock { $0 }
+        try Task.checkCancellation()
+        guard let storage else { return try await renew(current, epoch: started) }
+        return try await storage.withExclusiveAccess(named: name) {
+            // Another process, or another middleware, may have renewed the token meanwhile.
+            let stored: BearerToken?
             do {
-                current = try storage.token(named: name)
+                stored = try storage.token(named: name)
             } catch {
-                throw CatenaError(.authenticationFailed, request: request, underlyingError: error, detail: "the stored token cannot be read")
+                throw CatenaError(
+                    .authenticationFailed, request: APIRequest(url: client.endpoints.token), underlyingError: error, detail: "the stored token cannot be read")
             }
-            if let stored = current, stored.expiresAt.map({ $0.timeIntervalSince(clock.now()) > leeway.seconds }) ?? true { return stored }
+            if let stored, current == nil || stored.refreshToken != current?.refreshToken {
+                if isFresh(stored) { return stored }
+                return try await renew(stored, epoch: started)
+            }
+            return try await renew(current, epoch: started)
         }
+    }
+
+    private func isFresh(_ token: BearerToken) -> Bool {
+        token.expiresAt.map { $0.timeIntervalSince(clock.now()) > leeway.seconds } ?? true
+    }
+
+    /// A new token: refreshed when `current` has a refresh token the server takes, else
+    /// from `signIn`.
+    private func renew(_ current: BearerToken?, epoch started: UInt64) async throws -> BearerToken {
         if let token = current, token.refreshToken != nil {
             do {
-                return try keep(try await client.refresh(token), epoch: epoch)
+                return try keep(try await client.refresh(token), epoch: started)
             } catch let error as CatenaError where error.oauth?.code == .invalidGrant {
                 // The refresh token is spent or revoked: it will never work again.
-                try? state.withLock { state in
-                    if state.epoch == epoch { try storage?.removeToken(named: name) }
+                try? epoch.withLock { now in
+                    if now == started, let storage, try storage.token(named: name)?.refreshToken == token.refreshToken {
+                        try storage.removeToken(named: name)
+                    }
                 }
                 if signIn == nil { throw error }
             }
         }
         guard let signIn else {
-            throw CatenaError(.authenticationFailed, request: request, detail: "not signed in, or the sign-in has expired: sign in again")
+            throw CatenaError(
+                .authenticationFailed, request: APIRequest(url: client.endpoints.token), detail: "not signed in, or the sign-in has expired: sign in again")
         }
-        return try keep(try await signIn.run(client), epoch: epoch)
+        return try keep(try await signIn.run(client), epoch: started)
     }
 
-    /// Saves `token` unless a logout came since `epoch`.
-    private func keep(_ token: BearerToken, epoch: UInt64) throws -> BearerToken {
-        try state.withLock { state in
-            guard state.epoch == epoch else { throw CancellationError() }
-            do {
-                try storage?.save(token, named: name)
-            } catch {
-                throw CatenaError(
-                    .authenticationFailed, request: APIRequest(url: client.endpoints.token), underlyingError: error, detail: "the new token cannot be stored")
-            }
+    /// Saves `token` unless a logout came since `started` or cancelled this refresh;
+    /// such a token is revoked instead. A token that cannot be saved is still used by this process (its
+    /// predecessor may be spent already), and the next run signs in again.
+    private func keep(_ token: BearerToken, epoch started: UInt64) throws -> BearerToken {
+        let current = epoch.withLock { now -> Bool in
+            guard now == started, !Task.isCancelled else { return false }
+            try? storage?.save(token, named: name)
+            return true
+        }
+        guard current else {
+            let client = client
+            Task { try? await client.revoke(token) }
+            throw CancellationError()
         }
         return token
     }
 
-    /// Logout: removes the stored token and revokes `token`, or the stored one.
+    /// Logout: removes the stored token and revokes `token`, or the stored one, waiting
+    /// at most 10 s for the server.
     func forget(_ token: BearerToken?) async {
-        let stored = state.withLock { state -> BearerToken? in
-            state.epoch &+= 1
-            state.loaded = false
+        let stored = epoch.withLock { epoch -> BearerToken? in
+            epoch &+= 1
             let stored = try? storage?.token(named: name)
             try? storage?.removeToken(named: name)
             return stored
         }
         guard client.endpoints.revocation != nil, let revoked = token ?? stored else { return }
-        try? await client.revoke(revoked)
-        if let stored, stored != revoked { try? await client.revoke(stored) }
+        let client = client
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try? await client.revoke(revoked)
+                if let stored, stored.refreshToken != revoked.refreshToken { try? await client.revoke(stored) }
+            }
+            group.addTask { try? await Task.sleep(for: .seconds(10)) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 }

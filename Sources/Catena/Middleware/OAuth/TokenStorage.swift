@@ -24,6 +24,16 @@ public protocol TokenStorage: Sendable {
     func save(_ token: BearerToken, named name: String) throws
     /// Forgets the token kept under `name`; nothing kept is no failure.
     func removeToken(named name: String) throws
+    /// Runs `body` while no other holder of the lock on `name` runs: a refresh reads,
+    /// renews and saves under it, so that two processes never spend one refresh token
+    /// twice (a server that rotates them would revoke both). The default runs `body` at once.
+    func withExclusiveAccess<T>(named name: String, _ body: () async throws -> T) async throws -> T
+}
+
+extension TokenStorage {
+    public func withExclusiveAccess<T>(named name: String, _ body: () async throws -> T) async throws -> T {
+        try await body()
+    }
 }
 
 /// A ``TokenStorage`` failure: which name or file, and why.
@@ -77,7 +87,8 @@ public struct FileTokenStorage: TokenStorage {
 
     public func token(named name: String) throws -> BearerToken? {
         let path = try file(named: name).path
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // Non-blocking, so that a FIFO put in its place cannot hang the read.
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             if errno == ENOENT { return nil }
             throw TokenStorageError("cannot read \(path): \(String(cString: strerror(errno)))")
@@ -85,8 +96,12 @@ public struct FileTokenStorage: TokenStorage {
         defer { _ = close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw TokenStorageError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
+            throw TokenStorageError("\(path) is not a file of this user's: remove it and sign in again")
+        }
         guard info.st_mode & 0o077 == 0 else {
-            throw TokenStorageError("\(path) may be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): make it 0600, or remove it and sign in again")
+            throw TokenStorageError(
+                "\(path) may be read by others (mode \(String(info.st_mode & 0o777, radix: 8))): make it 0600, or remove it and sign in again")
         }
         guard info.st_size <= 64 * 1024 else { throw TokenStorageError("\(path) is larger than 64 KiB: not a token") }
         var data = Data()
@@ -132,6 +147,31 @@ public struct FileTokenStorage: TokenStorage {
             _ = unlink(temporary)
             throw TokenStorageError("cannot write \(target.path): \(reason)")
         }
+        // The rename itself reaches the disk: after a power cut, not the spent token back.
+        let folder = open(directory.path, O_RDONLY | O_CLOEXEC)
+        if folder >= 0 {
+            _ = fsync(folder)
+            _ = close(folder)
+        }
+    }
+
+    /// Holds an advisory lock (`flock`) on `.NAME.lock` beside the token while `body`
+    /// runs, so that processes sharing the token take turns; waits at most 30 s for it.
+    public func withExclusiveAccess<T>(named name: String, _ body: () async throws -> T) async throws -> T {
+        try TokenStorageError.check(name)
+        try makeDirectory()
+        let path = directory.appending(path: ".\(name).lock").path
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TokenStorageError("cannot lock \(path): \(String(cString: strerror(errno)))") }
+        defer { _ = close(fd) }  // closing releases the lock
+        let deadline = ContinuousClock.now + .seconds(30)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
+                throw TokenStorageError("cannot lock \(path): another process has held it for 30 s")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return try await body()
     }
 
     public func removeToken(named name: String) throws {
@@ -151,8 +191,8 @@ public struct FileTokenStorage: TokenStorage {
 
 #if canImport(Security)
 /// Keeps each token in the Keychain as a generic password: `service` and the name as
-/// the account, the token's JSON as the data, readable only while the device is
-/// unlocked and never synced to other devices.
+/// the account, the token's JSON as the data, readable after the device's first unlock
+/// (so that a background refresh works) and never synced or restored to another device.
 public struct KeychainTokenStorage: TokenStorage {
     /// The Keychain service the items are filed under.
     public let service: String
@@ -190,7 +230,7 @@ public struct KeychainTokenStorage: TokenStorage {
         if status == errSecItemNotFound {
             var item = query(name)
             item[kSecValueData as String] = data
-            item[kSecAttrAccessible as String] = kSecAttrAccessibleWhenUnlockedThisDeviceOnly
+            item[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
             status = SecItemAdd(item as CFDictionary, nil)
         }
         guard status == errSecSuccess else { throw TokenStorageError("the Keychain cannot save \(name) (OSStatus \(status))") }

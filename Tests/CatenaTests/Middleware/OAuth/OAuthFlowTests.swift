@@ -34,7 +34,9 @@ struct OAuthFlowTests {
         ([base] + modes + ["t" + UUID().uuidString.prefix(8).lowercased()]).joined(separator: ".")
     }
 
-    static func client(_ id: String, _ authentication: OAuth2Client.Authentication = .none, kind: TransportKind, clock: any RetryClock = SystemRetryClock())
+    static func client(
+        _ id: String, _ authentication: OAuth2Client.Authentication = .none, kind: TransportKind, clock: any RetryClock = SystemRetryClock()
+    )
         async throws -> OAuth2Client
     {
         try await OAuth2Client.discover(
@@ -84,7 +86,9 @@ struct OAuthFlowTests {
         #expect(error?.oauth?.code == .issuerMismatch)
     }
 
-    @Test("over HTTPS and HTTP/2 the issuer is https, discovery accepts it, and its token works", .enabled(if: !Timing.isThreadSanitized, "TLS runs in TLSTests there"))
+    @Test(
+        "over HTTPS and HTTP/2 the issuer is https, discovery accepts it, and its token works",
+        .enabled(if: !Timing.isThreadSanitized, "TLS runs in TLSTests there"))
     func https() async throws {
         let base = try await TLSServers.running().baseURL
         let kind = TransportKind.asyncHTTPClientHTTPS
@@ -92,13 +96,16 @@ struct OAuthFlowTests {
             issuer: base, clientID: Self.clientID("catena-service"), authentication: .clientSecretBasic(Self.secret), loader: kind.make())
         #expect(client.endpoints.token.scheme == "https")
         let token = try await client.clientCredentials()
-        let me = try await kind.make().load(APIRequest(url: base.appending(path: "api/protected/me"), headerFields: [.authorization: "Bearer \(token.accessToken)"]))
+        let me = try await kind.make().load(
+            APIRequest(url: base.appending(path: "api/protected/me"), headerFields: [.authorization: "Bearer \(token.accessToken)"]))
         #expect(me.status == .ok)
     }
 
     // MARK: Client credentials
 
-    @Test("client credentials, secret by Basic and by form: the token names the client and its scope; a wrong secret is invalid_client", arguments: TransportKind.allCases)
+    @Test(
+        "client credentials, secret by Basic and by form: the token names the client and its scope; a wrong secret is invalid_client",
+        arguments: TransportKind.allCases)
     func clientCredentials(kind: TransportKind) async throws {
         for basic in [true, false] {
             let id = Self.clientID("catena-service")
@@ -138,7 +145,9 @@ struct OAuthFlowTests {
 
     // MARK: Authorization code with PKCE
 
-    @Test("authorization code with PKCE: the URL carries state and an S256 challenge; the code is exchanged once, and a replay revokes its token", arguments: TransportKind.allCases)
+    @Test(
+        "authorization code with PKCE: the URL carries state and an S256 challenge; the code is exchanged once, and a replay revokes its token",
+        arguments: TransportKind.allCases)
     func authorizationCode(kind: TransportKind) async throws {
         let id = Self.clientID("catena-cli")
         let client = try await Self.client(id, kind: kind)
@@ -175,6 +184,13 @@ struct OAuthFlowTests {
         forged.queryItems = [URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: request.state)]
         let denied = await #expect(throws: CatenaError.self) { try await client.exchange(forged.url!, for: request) }
         #expect(denied?.oauth?.code == .accessDenied)
+
+        // The right state and a second one: read two ways, so refused as forged.
+        forged.queryItems = [
+            URLQueryItem(name: "code", value: "c"), URLQueryItem(name: "state", value: request.state), URLQueryItem(name: "state", value: "x"),
+        ]
+        let twice = await #expect(throws: CatenaError.self) { try await client.exchange(forged.url!, for: request) }
+        #expect(twice?.oauth?.code == .stateMismatch)
     }
 
     @Test("sign-in with a loopback redirect: stray requests to the listener get 404, the redirect signs in", arguments: TransportKind.allCases)
@@ -185,8 +201,10 @@ struct OAuthFlowTests {
             let query = try #require(URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems)
             let redirectURI = try #require(query.first { $0.name == "redirect_uri" }?.value.flatMap(URL.init(string:)))
             #expect(redirectURI.host == "127.0.0.1")
-            // A probe without a code, and one to another path: answered 404, the listener goes on.
+            // A probe without a code, one with another state, and one to another path: answered 404, the listener goes on.
             #expect(try await kind.make().load(APIRequest(url: redirectURI)).status == .notFound)
+            let stray = redirectURI.appending(queryItems: [URLQueryItem(name: "code", value: "stray"), URLQueryItem(name: "state", value: "stray")])
+            #expect(try await kind.make().load(APIRequest(url: stray)).status == .notFound)
             #expect(try await kind.make().load(APIRequest(url: redirectURI.deletingLastPathComponent().appending(path: "other"))).status == .notFound)
             // The browser: the server redirects to the listener, which answers the page.
             let page = try await kind.make().load(APIRequest(url: url))
@@ -320,24 +338,55 @@ struct OAuthFlowTests {
         #expect(next?.code == .authenticationFailed)
     }
 
-    @Test("a slow token endpoint: a reset ends the waiting callers at once, and the late token is not stored")
+    @Test("a slow token endpoint: a reset ends the waiting callers at once; the token that arrives after it is revoked, not stored")
     func slowRefreshReset() async throws {
         let id = Self.clientID("catena-service", "slow")
         let client = try await Self.client(id, .clientSecretPost(Self.secret), kind: .asyncHTTPClient)
         let storage = FileTokenStorage(directory: try temporaryDirectory())
-        let auth = TokenAuthMiddleware(
-            hosts: [try await TestServer.authority()], client: client, signIn: .clientCredentials(), storage: storage, storageKey: "service")
+        // A token request that a reset cannot cancel, as a transport may not; it says when it has begun.
+        let begun = AsyncStream<Void>.makeStream()
+        let signIn = OAuth2SignIn { client in
+            begun.continuation.yield()
+            return try await Task.detached { try await client.clientCredentials() }.value
+        }
+        let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], client: client, signIn: signIn, storage: storage, storageKey: "service")
         let chain = EnvironmentMiddleware(try await TestServer.environment()) --> auth --> AsyncHTTPClientTransport.forTests()
         let calls = (0..<5).map { _ in Task { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])) } }
-        while auth.waitingForRefresh < 5 { await Task.yield() }
-        let start = ContinuousClock.now
+        for await _ in begun.stream { break }
+        let deadline = ContinuousClock.now + .seconds(10 * Timing.factor)
+        while auth.waitingForRefresh < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        try #require(auth.waitingForRefresh == 5)
         await auth.reset()
         for call in calls {
             let error = await #expect(throws: CatenaError.self) { try await call.value }
             #expect(error?.code == .cancelled)
         }
-        #expect(ContinuousClock.now - start < .milliseconds(1000), "the 1.5 s token request is not waited for")
+        // The 1.5 s answer arrives after the reset: it is revoked, and never stored.
+        while try await Self.stats(id).revoked == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await Self.stats(id).revoked == 1)
         #expect(try storage.token(named: "service") == nil)
+    }
+
+    @Test("two middlewares sharing a stored token (two runs of a command) spend its refresh token once", arguments: TransportKind.allCases)
+    func sharedStorage(kind: TransportKind) async throws {
+        let id = Self.clientID("catena-cli")
+        let client = try await Self.client(id, kind: kind, clock: VirtualClock())
+        let token = try await client.signInWithDevice { _ in }
+        let storage = FileTokenStorage(directory: try temporaryDirectory())
+        try storage.save(token, named: "shared")
+        try await Self.expire(token)
+        let environment = try await TestServer.environment()
+        let authority = try await TestServer.authority()
+        let chains = (0..<2).map { _ in
+            EnvironmentMiddleware(environment) --> TokenAuthMiddleware(hosts: [authority], client: client, storage: storage, storageKey: "shared")
+                --> kind.make()
+        }
+        try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+            for chain in chains { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
+            for try await status in group { #expect(status == .ok) }
+        }
+        let stats = try await Self.stats(id)
+        #expect(stats.refresh == 1 && stats.refreshReuse == 0, "the second took the first's token from storage")
     }
 
     func temporaryDirectory() throws -> URL {

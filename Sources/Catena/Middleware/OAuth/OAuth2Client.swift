@@ -11,7 +11,7 @@ import HTTPTypes
 ///   grant, for tools without a browser);
 /// - ``refresh(_:)`` and ``revoke(_:)``.
 ///
-/// ``TokenAuthMiddleware/init(hosts:allowHTTP:client:signIn:storage:storageKey:leeway:clock:)``
+/// ``TokenAuthMiddleware/init(hosts:allowHTTP:client:signIn:storage:storageKey:token:leeway:clock:)``
 /// puts it in a chain. Token requests go through `loader`, which should not hold the
 /// TokenAuthMiddleware itself. Every endpoint must be https, or plain http to a
 /// loopback host: secrets and codes never cross a network in clear text. Every failure

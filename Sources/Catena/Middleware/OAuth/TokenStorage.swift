@@ -13,7 +13,7 @@ import Security
 /// Keeps tokens between runs of a program, under a name of the app's choosing.
 ///
 /// ``FileTokenStorage`` keeps them in files only the user can read; on Apple platforms
-/// ``KeychainTokenStorage`` keeps them in the Keychain. A ``TokenAuthMiddleware`` made
+/// `KeychainTokenStorage` keeps them in the Keychain. A ``TokenAuthMiddleware`` made
 /// for an ``OAuth2Client`` reads the token once, saves every new one (a rotated
 /// refresh token replaces the old before any request uses it) and removes it on
 /// `reset()`.

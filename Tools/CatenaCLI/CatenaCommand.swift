@@ -117,15 +117,7 @@ struct ConnectionOptions: ParsableArguments {
         photos: PhotoSettings = PhotoSettings(), wrapping wrap: (any HTTPLoader) -> any HTTPLoader = { $0 },
         _ body: (any HTTPLoader, ServerDescription) async throws -> Void
     ) async {
-        do {
-            try await withChain(photos: photos, wrapping: wrap, body)
-        } catch let failure as CommandFailure {
-            Terminal.fail(failure.description)
-        } catch let error as CatenaError {
-            Terminal.fail(error.description)
-        } catch {
-            Terminal.fail(String(describing: error))
-        }
+        await Terminal.failing { try await withChain(photos: photos, wrapping: wrap, body) }
     }
 
     /// Runs `body` with a chain to the chosen server; starts and stops the embedded
@@ -144,14 +136,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         var logger = Logger(label: "catena")
         logger.logLevel = verbose ? .debug : .critical
-        var trust = ServerTrust.system
-        if let caFile {
-            do {
-                trust = try ServerTrust(additionalRootsPEM: String(contentsOfFile: caFile, encoding: .utf8))
-            } catch {
-                throw CommandFailure("--ca-file \(caFile): \(error)")
-            }
-        }
+        var trust = try ServerTrust.system(adding: caFile)
         var serverTLS: DemoTLS?
         if tls, baseURL != nil {
             throw CommandFailure("--tls serves the embedded server over HTTPS; with --base-url, give an https URL (and --ca-file) instead")
@@ -209,6 +194,18 @@ struct ServerDescription {
 }
 
 /// A failure the command reports in one line on standard error, exiting with 1.
+extension ServerTrust {
+    /// The system's roots, and those in the PEM file `--ca-file` names.
+    static func system(adding caFile: String?) throws -> ServerTrust {
+        guard let caFile else { return .system }
+        do {
+            return try ServerTrust(additionalRootsPEM: String(contentsOfFile: caFile, encoding: .utf8))
+        } catch {
+            throw CommandFailure("--ca-file \(caFile): \(error)")
+        }
+    }
+}
+
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ message: String) { description = message }

@@ -120,27 +120,11 @@ struct LoginCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        do {
-            try await signIn()
-        } catch let failure as CommandFailure {
-            Terminal.fail(failure.description)
-        } catch let error as CatenaError {
-            Terminal.fail(error.description)
-        } catch {
-            Terminal.fail(String(describing: error))
-        }
+        await Terminal.failing { try await signIn() }
     }
 
     private func signIn() async throws {
-        var trust = ServerTrust.system
-        if let caFile {
-            do {
-                trust = try ServerTrust(additionalRootsPEM: String(contentsOfFile: caFile, encoding: .utf8))
-            } catch {
-                throw CommandFailure("--ca-file \(caFile): \(error)")
-            }
-        }
-        let loader = try transport.makeLoader(trust: trust)
+        let loader = try transport.makeLoader(trust: try .system(adding: caFile))
         guard let issuer else {
             let server = try await DemoServer.start()
             do {
@@ -225,35 +209,38 @@ struct LogoutCommand: AsyncParsableCommand {
     @Argument(help: "The name the sign-in is kept under.")
     var name: String
 
+    @Option(help: "Trust the CA certificates in this PEM file besides the system's.")
+    var caFile: String?
+
     @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
     var transport: ConnectionOptions.TransportKind = .ahc
 
     func run() async throws {
-        do {
-            let login = try SavedLogin.load(name)
+        await Terminal.failing {
             let storage = SavedLogin.storage
-            let token = try storage.token(named: name)
-            // Forgotten here whatever the server says: a logout that fails halfway must not leave the token behind.
-            try storage.removeToken(named: name)
+            _ = try SavedLogin.file(name)  // checks the name
+            // Forgotten first, whatever the server says, and under the lock a refresh by
+            // another run holds: a logout must not leave a token behind, nor see one come back.
+            let token = try await storage.withExclusiveAccess(named: name) { () throws -> BearerToken? in
+                defer { try? storage.removeToken(named: name) }
+                return try? storage.token(named: name)
+            }
+            let login = try? SavedLogin.load(name)
             try? FileManager.default.removeItem(at: try SavedLogin.file(name))
             guard let token else {
                 print("Signed out of \(name) (no token was kept)")
                 return
             }
-            guard login.endpoints.revocation != nil else {
-                print("Signed out of \(name): the token is forgotten; the server has no revocation endpoint, so it lives until it expires")
+            guard let login, login.endpoints.revocation != nil else {
+                print("Signed out of \(name): the token is forgotten; it was not revoked (no revocation endpoint known), so it lives until it expires")
                 return
             }
             do {
-                try await login.client(loader: transport.makeLoader(trust: .system)).revoke(token)
+                try await login.client(loader: transport.makeLoader(trust: .system(adding: caFile))).revoke(token)
                 print("Signed out of \(name): the token is revoked at the server and forgotten")
             } catch {
                 print("Signed out of \(name): the token is forgotten, but the server did not revoke it (\(String(describing: error)))")
             }
-        } catch let failure as CommandFailure {
-            Terminal.fail(failure.description)
-        } catch {
-            Terminal.fail(String(describing: error))
         }
     }
 }

@@ -300,6 +300,19 @@ enum Terminal {
         fflush(nil)  // every stream: naming `stdout` is not concurrency-safe in Swift 6
     }
 
+    /// Runs `body`; a failure is printed with ``fail(_:)``.
+    static func failing(_ body: () async throws -> Void) async {
+        do {
+            try await body()
+        } catch let failure as CommandFailure {
+            fail(failure.description)
+        } catch let error as CatenaError {
+            fail(error.description)
+        } catch {
+            fail(String(describing: error))
+        }
+    }
+
     /// Prints "error: …" on one line to standard error and exits with status 1.
     static func fail(_ message: String) -> Never {
         let line = "error: " + message.replacingOccurrences(of: "\n", with: " ") + "\n"

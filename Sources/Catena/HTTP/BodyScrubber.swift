@@ -185,8 +185,10 @@ package struct BodyScrubber: Sendable {
             let spans = JSONSecretSpans.find(
                 in: bytes, isSecret: { redaction.isSecret(name: $0) },
                 isSecretText: { text in
-                    // A URL whose query or fragment carries a secret item is a secret as a whole.
-                    secretValues.contains { text.contains($0) } || (text.contains("://") && redaction.redact(urlString: text) != text)
+                    // A URL (absolute, relative or an app's scheme) whose user info, query or
+                    // fragment carries a secret is a secret as a whole.
+                    secretValues.contains { text.contains($0) }
+                        || ((text.contains("?") || text.contains("#") || text.contains("@")) && redaction.redact(urlString: text) != text)
                 }),
             let text = String(bytes: JSONSecretSpans.replacing(spans, in: bytes, with: Array("\"\(Redaction.placeholder)\"".utf8)), encoding: .utf8)
         else { return .unreadable }

@@ -117,9 +117,9 @@ package struct JSONSecretSpans {
             }
         case UInt8(ascii: "\""):
             guard let range = string() else { return false }
-            // Judged when written with escapes, or when it may be a URL with a query
-            // (`verification_uri_complete`'s `?user_code=…`).
-            let judged = bytes[range].contains(UInt8(ascii: "\\")) || bytes[range].contains(UInt8(ascii: "="))
+            // Judged when written with escapes, or when it may be a URL with a query or
+            // user info (`verification_uri_complete`'s `?user_code=…`).
+            let judged = bytes[range].contains { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "@") }
             if judged, isSecretText(decoded(range)) { spans.append(range) }
             return true
         default:

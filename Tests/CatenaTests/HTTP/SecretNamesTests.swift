@@ -75,6 +75,24 @@ struct SecretNamesTests {
         #expect(redaction.printableValue(of: HTTPField(name: .setCookie, value: "sid=1")) == Redaction.placeholder)
     }
 
+    @Test("a JSON string that is a URL carrying a secret is replaced whole: absolute, relative, an app's scheme, user info; plain URLs stay")
+    func urlsInJSON() {
+        let scrubber = BodyScrubber(redaction: .default, limit: 1 << 20)
+        let cases: [(String, Bool)] = [
+            ("https://as.example/device?user_code=WDJB-MJHT", true), ("/cb?code=SECRET&state=s", true), ("com.example.app:/cb?code=SECRET", true),
+            ("postgres://user:pw@db.example/app", true), ("https://app.example/cb#access_token=SECRET", true),
+            ("https://as.example/device?lang=en", false), ("a=b, said the note", false), ("ann@example.com", false),
+        ]
+        for (value, secret) in cases {
+            let body = Data(#"{"link": "\#(value)", "n": 1}"#.utf8)
+            guard case .text(let text, _) = scrubber.scrub(body: body, contentType: "application/json") else {
+                Issue.record("not scrubbed: \(value)")
+                continue
+            }
+            #expect(text.contains(value) == !secret, "\(value): \(text)")
+        }
+    }
+
     @Test("JSON under any type, multipart by part name, binary left out, each cookie replaced where echoed")
     func bodies() throws {
         var request = try APIRequest(.post, urlString: "https://a.example/x")

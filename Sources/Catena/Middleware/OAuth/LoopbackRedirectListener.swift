@@ -142,7 +142,11 @@ public final class LoopbackRedirectListener: Sendable {
             var ready = pollfd(fd: listeningSocket, events: Int16(POLLIN), revents: 0)
             guard poll(&ready, 1, 100) > 0 else { continue }
             let client = accept(listeningSocket, nil, nil)
-            guard client >= 0 else { continue }
+            guard client >= 0 else {
+                // Out of descriptors, say: the socket stays readable, so wait rather than spin.
+                if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED { usleep(100_000) }
+                continue
+            }
             if let url = serve(client, state: expected) {
                 outcome = .success(url)
                 break

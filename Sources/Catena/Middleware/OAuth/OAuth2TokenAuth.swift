@@ -54,9 +54,7 @@ extension TokenAuthMiddleware {
     ) {
         let keeper = OAuth2TokenKeeper(client: client, signIn: signIn, storage: storage, name: storageKey, leeway: leeway, clock: clock)
         if let token, let storage { try? storage.save(token, named: storageKey) }
-        self.init(
-            hosts: hosts, allowHTTP: allowHTTP, token: token, leeway: leeway, clock: clock, refresh: { try await keeper.refresh($0) },
-            onReset: { await keeper.forget($0) })
+        self.init(hosts: hosts, allowHTTP: allowHTTP, token: token, leeway: leeway, clock: clock, keeper: keeper)
     }
 }
 
@@ -99,7 +97,10 @@ final class OAuth2TokenKeeper: Sendable {
                     .authenticationFailed, request: APIRequest(url: client.endpoints.token), underlyingError: error, detail: "the stored token cannot be read")
             }
             if let stored, current == nil || stored.refreshToken != current?.refreshToken {
-                if isFresh(stored) { return stored }
+                if isFresh(stored) {
+                    guard epoch.withLock({ $0 }) == started, !Task.isCancelled else { throw CancellationError() }
+                    return stored
+                }
                 return try await renew(stored, epoch: started)
             }
             return try await renew(current, epoch: started)
@@ -150,22 +151,43 @@ final class OAuth2TokenKeeper: Sendable {
         return token
     }
 
-    /// Logout: removes the stored token and revokes `token`, or the stored one, waiting
-    /// at most 10 s for the server.
-    func forget(_ token: BearerToken?) async {
-        let stored = epoch.withLock { epoch -> BearerToken? in
+    /// The first half of a logout, before the middleware forgets its token: from now on
+    /// no refresh saves or returns a token, and the stored one is removed (returned, to
+    /// be revoked).
+    func signOut() -> BearerToken? {
+        epoch.withLock { epoch -> BearerToken? in
             epoch &+= 1
             let stored = try? storage?.token(named: name)
             try? storage?.removeToken(named: name)
             return stored
         }
-        guard client.endpoints.revocation != nil, let revoked = token ?? stored else { return }
-        let client = client
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try? await client.revoke(revoked)
-                if let stored, stored.refreshToken != revoked.refreshToken { try? await client.revoke(stored) }
+    }
+
+    /// The second half: removes the stored token again under the storage's lock (another
+    /// process may have saved one meanwhile), then revokes what it found and `token`,
+    /// waiting at most 10 s for the server; the revocation goes on if the caller is
+    /// cancelled.
+    func revoke(_ token: BearerToken?, stored: BearerToken?) async {
+        var found = [token, stored]
+        if let storage {
+            let name = name
+            let late = try? await storage.withExclusiveAccess(named: name) { () throws -> BearerToken? in
+                defer { try? storage.removeToken(named: name) }
+                return try storage.token(named: name)
             }
+            found.append(late ?? nil)
+        }
+        var tokens: [BearerToken] = []
+        for case let token? in found where !tokens.contains(where: { $0.refreshToken == token.refreshToken && $0.accessToken == token.accessToken }) {
+            tokens.append(token)
+        }
+        guard client.endpoints.revocation != nil, !tokens.isEmpty else { return }
+        let client = client
+        let revocation = Task {
+            for token in tokens { try? await client.revoke(token) }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await revocation.value }
             group.addTask { try? await Task.sleep(for: .seconds(10)) }
             await group.next()
             group.cancelAll()

@@ -25,8 +25,9 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
     public let hosts: Set<String>
     private let scope: CredentialScope
     private let store: TokenStore
-    /// Runs after a reset, given the token it forgot: an OAuth client's revocation.
-    let onReset: (@Sendable (BearerToken?) async -> Void)?
+    /// An OAuth client's storage and revocation: told of a reset before the token is
+    /// forgotten, so that no refresh can bring it back, and given the token after.
+    let keeper: OAuth2TokenKeeper?
 
     /// - Parameters:
     ///   - hosts: the origins that may receive the token: `"host"` (default port) or `"host:port"`.
@@ -43,17 +44,17 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
         self.hosts = Set(hosts.map { $0.lowercased() })
         self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
         self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
-        self.onReset = nil
+        self.keeper = nil
     }
 
     init(
         hosts: Set<String>, allowHTTP: Bool, token: BearerToken?, leeway: Duration, clock: any RetryClock,
-        refresh: @escaping @Sendable (BearerToken?) async throws -> BearerToken, onReset: @escaping @Sendable (BearerToken?) async -> Void
+        keeper: OAuth2TokenKeeper
     ) {
         self.hosts = Set(hosts.map { $0.lowercased() })
         self.scope = CredentialScope(hosts, allowsHTTP: allowHTTP)
-        self.store = TokenStore(token: token, leeway: leeway, clock: clock, refresh: refresh)
-        self.onReset = onReset
+        self.store = TokenStore(token: token, leeway: leeway, clock: clock) { try await keeper.refresh($0) }
+        self.keeper = keeper
     }
 
     /// How many refreshes have run.
@@ -83,8 +84,9 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
     }
 
     public func reset() async {
+        let stored = keeper?.signOut()
         let forgotten = store.reset()
-        await onReset?(forgotten)
+        await keeper?.revoke(forgotten, stored: stored)
     }
 
     private func obtain(_ request: APIRequest, _ body: () async throws -> BearerToken) async throws(CatenaError) -> BearerToken {

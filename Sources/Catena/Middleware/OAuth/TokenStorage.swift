@@ -166,9 +166,9 @@ public struct FileTokenStorage: TokenStorage {
         defer { _ = close(fd) }  // closing releases the lock
         let deadline = ContinuousClock.now + .seconds(30)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
-                throw TokenStorageError("cannot lock \(path): another process has held it for 30 s")
-            }
+            // A file system without locks (some network ones): as good as it gets, unlocked.
+            guard errno == EWOULDBLOCK || errno == EINTR else { return try await body() }
+            guard ContinuousClock.now < deadline else { throw TokenStorageError("cannot lock \(path): another process has held it for 30 s") }
             try await Task.sleep(for: .milliseconds(20))
         }
         return try await body()
@@ -234,6 +234,12 @@ public struct KeychainTokenStorage: TokenStorage {
             status = SecItemAdd(item as CFDictionary, nil)
         }
         guard status == errSecSuccess else { throw TokenStorageError("the Keychain cannot save \(name) (OSStatus \(status))") }
+    }
+
+    /// Takes turns with other processes (two runs of a command) through
+    /// ``FileTokenStorage``'s lock file in its default directory.
+    public func withExclusiveAccess<T>(named name: String, _ body: () async throws -> T) async throws -> T {
+        try await FileTokenStorage().withExclusiveAccess(named: name, body)
     }
 
     public func removeToken(named name: String) throws {

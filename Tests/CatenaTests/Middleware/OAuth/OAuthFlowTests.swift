@@ -54,6 +54,14 @@ struct OAuthFlowTests {
         return try await kind.make().load(APIRequest(url: url, headerFields: [.authorization: "Bearer \(token.accessToken)"]))
     }
 
+    /// GET /api/protected/me through each of `chains` at once; every call must succeed.
+    static func callAtOnce(_ chains: [any HTTPLoader]) async throws {
+        try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+            for chain in chains { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
+            for try await status in group { #expect(status == .ok) }
+        }
+    }
+
     static func expire(_ token: BearerToken) async throws {
         let url = try await TestServer.running().baseURL.appending(path: "oauth/expire")
         _ = try await AsyncHTTPClientTransport.forTests().load(APIRequest(.post, url: url, body: .form([(name: "token", value: token.accessToken)])))
@@ -130,16 +138,10 @@ struct OAuthFlowTests {
         let client = try await Self.client(id, .clientSecretBasic(Self.secret), kind: kind)
         let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], client: client, signIn: .clientCredentials(scopes: ["read"]))
         let chain = EnvironmentMiddleware(try await TestServer.environment()) --> auth --> kind.make()
-        func burst() async throws {
-            try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
-                for _ in 0..<20 { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
-                for try await status in group { #expect(status == .ok) }
-            }
-        }
-        try await burst()
+        try await Self.callAtOnce(Array(repeating: chain, count: 20))
         #expect(try await Self.stats(id).clientCredentials == 1)
         try await Self.expire(try #require(auth.currentToken))
-        try await burst()
+        try await Self.callAtOnce(Array(repeating: chain, count: 20))
         #expect(try await Self.stats(id).clientCredentials == 2)
     }
 
@@ -294,10 +296,7 @@ struct OAuthFlowTests {
         let auth = TokenAuthMiddleware(hosts: [try await TestServer.authority()], client: client, storage: storage, storageKey: "demo", token: first)
         let chain = EnvironmentMiddleware(try await TestServer.environment()) --> auth --> kind.make()
         try await Self.expire(first)
-        try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
-            for _ in 0..<20 { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
-            for try await status in group { #expect(status == .ok) }
-        }
+        try await Self.callAtOnce(Array(repeating: chain, count: 20))
         #expect(try await Self.stats(id).refresh == 1)
         let second = try #require(auth.currentToken)
         #expect(second.refreshToken != first.refreshToken, "the server rotated the refresh token")
@@ -381,10 +380,7 @@ struct OAuthFlowTests {
             EnvironmentMiddleware(environment) --> TokenAuthMiddleware(hosts: [authority], client: client, storage: storage, storageKey: "shared")
                 --> kind.make()
         }
-        try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
-            for chain in chains { group.addTask { try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status } }
-            for try await status in group { #expect(status == .ok) }
-        }
+        try await Self.callAtOnce(chains)
         let stats = try await Self.stats(id)
         #expect(stats.refresh == 1 && stats.refreshReuse == 0, "the second took the first's token from storage")
     }

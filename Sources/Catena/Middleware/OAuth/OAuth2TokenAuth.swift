@@ -96,7 +96,7 @@ final class OAuth2TokenKeeper: Sendable {
                 throw CatenaError(
                     .authenticationFailed, request: APIRequest(url: client.endpoints.token), underlyingError: error, detail: "the stored token cannot be read")
             }
-            if let stored, current == nil || stored.refreshToken != current?.refreshToken {
+            if let stored, current == nil || stored.accessToken != current?.accessToken {
                 if isFresh(stored) {
                     guard epoch.withLock({ $0 }) == started, !Task.isCancelled else { throw CancellationError() }
                     return stored
@@ -135,8 +135,8 @@ final class OAuth2TokenKeeper: Sendable {
     }
 
     /// Saves `token` unless a logout came since `started` or cancelled this refresh;
-    /// such a token is revoked instead. A token that cannot be saved is still used by this process (its
-    /// predecessor may be spent already), and the next run signs in again.
+    /// such a token is revoked instead. A token that cannot be saved is still used by
+    /// this process (its predecessor may be spent already); the next run signs in again.
     private func keep(_ token: BearerToken, epoch started: UInt64) throws -> BearerToken {
         let current = epoch.withLock { now -> Bool in
             guard now == started, !Task.isCancelled else { return false }

@@ -186,6 +186,7 @@ struct LoginCommand: AsyncParsableCommand {
 
     /// Opens `url` in the desktop's browser, if there is one; the address is printed anyway.
     static func openBrowser(_ url: URL) {
+        #if os(macOS) || os(Linux)
         let process = Process()
         #if os(macOS)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/open")
@@ -196,6 +197,7 @@ struct LoginCommand: AsyncParsableCommand {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try? process.run()
+        #endif
     }
 }
 

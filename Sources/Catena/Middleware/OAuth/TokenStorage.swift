@@ -75,7 +75,7 @@ public struct FileTokenStorage: TokenStorage {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return URL(fileURLWithPath: config).appending(path: "catena/tokens", directoryHint: .isDirectory)
         }
-        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil } ?? FileManager.default.homeDirectoryForCurrentUser
+        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil } ?? URL(fileURLWithPath: NSHomeDirectory())  // the app's container on iOS
         return home.appending(path: ".config/catena/tokens", directoryHint: .isDirectory)
     }
 

@@ -75,7 +75,8 @@ public struct FileTokenStorage: TokenStorage {
         if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
             return URL(fileURLWithPath: config).appending(path: "catena/tokens", directoryHint: .isDirectory)
         }
-        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil } ?? URL(fileURLWithPath: NSHomeDirectory())  // the app's container on iOS
+        // NSHomeDirectory is the app's container on iOS.
+        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil } ?? URL(fileURLWithPath: NSHomeDirectory())
         return home.appending(path: ".config/catena/tokens", directoryHint: .isDirectory)
     }
 

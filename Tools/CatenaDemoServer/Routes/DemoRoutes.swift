@@ -226,14 +226,17 @@ enum DemoRoutes {
         }
 
         // Redirects to a path on this server: ?to=/api/users/2&status=302
-        api.get("redirect") { request, _ in
-            let query = request.uri.queryParameters
-            guard let target = query.get("to"), target.hasPrefix("/"), !target.hasPrefix("//") else {
-                return apiError("to must be a path on this server, starting with a single /")
+        // GET, and POST: a 307 or 308 to a POST endpoint tests what a client resends.
+        for method in [HTTPRequest.Method.get, .post] {
+            api.on("redirect", method: method) { request, _ in
+                let query = request.uri.queryParameters
+                guard let target = query.get("to"), target.hasPrefix("/"), !target.hasPrefix("//") else {
+                    return apiError("to must be a path on this server, starting with a single /")
+                }
+                let status = query.get("status", as: Int.self) ?? 302
+                guard [301, 302, 303, 307, 308].contains(status) else { return apiError("status must be a redirect code") }
+                return Response(status: .init(code: status), headers: [.location: target])
             }
-            let status = query.get("status", as: Int.self) ?? 302
-            guard [301, 302, 303, 307, 308].contains(status) else { return apiError("status must be a redirect code") }
-            return Response(status: .init(code: status), headers: [.location: target])
         }
 
         // A redirect whose URL carries a secret the server made, as a presigned URL's

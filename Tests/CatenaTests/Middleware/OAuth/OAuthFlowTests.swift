@@ -132,6 +132,21 @@ struct OAuthFlowTests {
         }
     }
 
+    @Test("a token request is never sent on by a redirect: a 307 would resend the secret with the form", arguments: TransportKind.allCases)
+    func tokenRequestsDoNotFollowRedirects(kind: TransportKind) async throws {
+        let id = Self.clientID("catena-service")
+        let base = try await TestServer.running().baseURL
+        let redirecting = base.appending(path: "api/redirect").appending(queryItems: [
+            URLQueryItem(name: "to", value: "/oauth/token"), URLQueryItem(name: "status", value: "307"),
+        ])
+        let client = OAuth2Client(
+            clientID: id, authentication: .clientSecretPost(Self.secret), endpoints: .init(token: redirecting), loader: kind.make())
+        let error = await #expect(throws: CatenaError.self) { try await client.clientCredentials() }
+        #expect(error?.code == .unacceptableStatus)
+        #expect(error?.response?.status.code == 307)
+        #expect(try await Self.stats(id).clientCredentials == 0, "the token endpoint never saw the request")
+    }
+
     @Test("client credentials in a chain: 20 callers at once cause one token request, and 20 more after it expired one more", arguments: TransportKind.allCases)
     func clientCredentialsSingleFlight(kind: TransportKind) async throws {
         let id = Self.clientID("catena-service")

@@ -45,7 +45,13 @@ enum CatenaCommandLine {
 
     /// Runs `catena arguments…`, standard input from `input` (or nothing), and waits
     /// at most 60 s for it to end.
-    static func run(_ arguments: [String], input: Data? = nil, environment: [String: String] = [:]) async throws -> Outcome {
+    ///
+    /// `during` runs while the command does, with a way to read what it has printed so
+    /// far: to answer a prompt it printed (approve a device code at a provider, say).
+    static func run(
+        _ arguments: [String], input: Data? = nil, environment: [String: String] = [:],
+        during: (@Sendable (_ printed: @Sendable () -> String) async throws -> Void)? = nil
+    ) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catena-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -62,7 +68,17 @@ enum CatenaCommandLine {
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         process.standardInput = try FileHandle(forReadingFrom: inFile)
-        let status = try await runToEnd(process)
+        async let ended = runToEnd(process)
+        if let during {
+            do {
+                try await during { String(decoding: (try? Data(contentsOf: out)) ?? Data(), as: UTF8.self) }
+            } catch {
+                process.terminate()
+                _ = try? await ended
+                throw error
+            }
+        }
+        let status = try await ended
         return Outcome(status: status, output: try Data(contentsOf: out), errors: String(decoding: try Data(contentsOf: err), as: UTF8.self))
     }
 }

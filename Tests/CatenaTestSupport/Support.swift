@@ -32,7 +32,7 @@ enum TestServer {
     }
 
     private static let boundPort = Result { () throws -> Int in
-        try ProxyProcess.reservedPort()
+        try LocalProcess.reservedPort()
     }
 }
 

@@ -8,6 +8,33 @@ import Foundation
 struct SavedLogin: Codable {
     var clientID: String
     var endpoints: OAuth2Client.Endpoints
+    /// The origins (`host` or `host:port`, as ``TokenAuthMiddleware`` takes them) the
+    /// token may go to: the issuer's and each `--resource` given at login.
+    var origins: [String]
+
+    init(clientID: String, endpoints: OAuth2Client.Endpoints, origins: [String]) {
+        self.clientID = clientID
+        self.endpoints = endpoints
+        self.origins = origins
+    }
+
+    private enum CodingKeys: String, CodingKey { case clientID, endpoints, origins }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        clientID = try container.decode(String.self, forKey: .clientID)
+        endpoints = try container.decode(OAuth2Client.Endpoints.self, forKey: .endpoints)
+        // A sign-in saved before origins were recorded: its issuer's only.
+        origins = try container.decodeIfPresent([String].self, forKey: .origins) ?? [endpoints.issuer ?? endpoints.token].map(Self.origin(of:))
+    }
+
+    /// `host` or `host:port` (the port when the URL names one), lowercased: how
+    /// ``TokenAuthMiddleware`` names an origin.
+    static func origin(of url: URL) -> String {
+        let host = (url.host ?? "").lowercased()
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return url.port.map { "\(bracketed):\($0)" } ?? bracketed
+    }
 
     /// The Keychain on Apple platforms, unless CATENA_TOKEN_STORAGE=file asks for files.
     static var usesKeychain: Bool {
@@ -103,6 +130,17 @@ struct LoginCommand: AsyncParsableCommand {
     @Option(name: .customLong("scope"), help: "A scope to ask for (repeatable).")
     var scopes: [String] = []
 
+    @Option(
+        name: .customLong("resource"),
+        help: "An API the token is for (repeatable): --auth sends the token to the issuer's origin and these origins only.")
+    var resources: [String] = []
+
+    @Option(
+        help:
+            "Listen for the --pkce redirect on this port of 127.0.0.1, for servers that compare redirect URIs exactly (register http://127.0.0.1:PORT/callback)."
+    )
+    var redirectPort: UInt16?
+
     @Option(help: "Trust the CA certificates in this PEM file besides the system's.")
     var caFile: String?
 
@@ -117,6 +155,11 @@ struct LoginCommand: AsyncParsableCommand {
             throw ValidationError("\(error)")
         }
         if issuer != nil, clientID == nil { throw ValidationError("--issuer needs --client-id: the id the server registered this tool under") }
+        for resource in resources where URL(string: resource)?.host == nil || !["http", "https"].contains(URL(string: resource)?.scheme?.lowercased()) {
+            throw ValidationError("--resource \"\(resource)\" is not an absolute http or https URL")
+        }
+        if redirectPort != nil, !pkce { throw ValidationError("--redirect-port is for --pkce sign-ins") }
+        if redirectPort == 0 { throw ValidationError("--redirect-port must be 1 to 65535") }
     }
 
     func run() async throws {
@@ -145,7 +188,7 @@ struct LoginCommand: AsyncParsableCommand {
         print("Signing in to \(issuer.absoluteString)\(embedded ? " (embedded demo server)" : "") as \(TerminalText.escaped(clientID))")
         let token: BearerToken
         if pkce {
-            token = try await client.signInWithLoopback(scopes: scopes) { url in
+            token = try await client.signInWithLoopback(scopes: scopes, port: redirectPort ?? 0) { url in
                 print("Open this address in a browser to sign in:\n  \(TerminalText.escaped(url.absoluteString))")
                 if embedded {
                     // The demo server approves by itself: this command is the browser.
@@ -163,7 +206,11 @@ struct LoginCommand: AsyncParsableCommand {
                 print("Waiting for the approval…")
             }
         }
-        try SavedLogin(clientID: clientID, endpoints: client.endpoints).save(name)
+        let origins = [issuer].compactMap { $0 } + resources.compactMap(URL.init(string:))
+        var seen = Set<String>()
+        let login = SavedLogin(
+            clientID: clientID, endpoints: client.endpoints, origins: origins.map(SavedLogin.origin(of:)).filter { seen.insert($0).inserted })
+        try login.save(name)
         do {
             try SavedLogin.storage.save(token, named: name)
         } catch {
@@ -174,7 +221,7 @@ struct LoginCommand: AsyncParsableCommand {
         print("Signed in: the token is kept as \"\(name)\" \(SavedLogin.storageDescription.replacingOccurrences(of: "NAME", with: name))")
         print("           (\(facts.compactMap { $0 }.joined(separator: ", ")))")
         guard embedded else {
-            print("Use it with: catena get URL --auth \(name)")
+            print("Use it with: catena get URL --auth \(name)   (it goes to \(login.origins.map(TerminalText.escaped).joined(separator: ", ")) only)")
             return
         }
         let me = try await loader.load(
@@ -241,7 +288,10 @@ struct LogoutCommand: AsyncParsableCommand {
                 try await login.client(loader: transport.makeLoader(trust: .system(adding: caFile))).revoke(token)
                 print("Signed out of \(name): the token is revoked at the server and forgotten")
             } catch {
-                print("Signed out of \(name): the token is forgotten, but the server did not revoke it (\(String(describing: error)))")
+                // Some providers refuse a public client's revocation (401): the token is still forgotten here.
+                print(
+                    "Signed out of \(name): the token is forgotten here, but the server refused to revoke it (\(String(describing: error))), so it stays valid there until it expires"
+                )
             }
         }
     }

@@ -98,8 +98,14 @@ struct RequestCall: ParsableArguments {
     )
     var basic: String?
 
-    @Option(help: "Send the OAuth token `catena login NAME` kept, refreshing it when it has expired (and keeping the new one).")
+    @Option(
+        help:
+            "Send the OAuth token `catena login NAME` kept, refreshing it when it has expired (and keeping the new one); only to the origins the login recorded (its issuer's and each --resource), and --auth-origin's."
+    )
     var auth: String?
+
+    @Option(name: .customLong("auth-origin"), help: "Another origin (host or host:port) the --auth token may go to (repeatable).")
+    var authOrigins: [String] = []
 
     @Option(help: "An API key, sent in --api-key-header. @FILE reads it from a file, - from standard input; CATENA_API_KEY is used when not given.")
     var apiKey: String?
@@ -263,10 +269,17 @@ struct RequestCall: ParsableArguments {
             chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
         }
         if let auth {
-            // The token goes to the URL's origin only, and its refreshes through the same chain (logged and recorded, redacted).
+            // The token goes only to the origins the login recorded and those named here; its
+            // refreshes go through the same chain (logged and recorded, redacted).
             let login = try SavedLogin.load(auth)
-            let origin = request.port.map { "\(request.host ?? ""):\($0)" } ?? request.host ?? ""
-            chain = TokenAuthMiddleware(hosts: [origin], client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
+            let allowed = Set(login.origins + authOrigins.map { $0.lowercased() })
+            let url = try request.url()
+            guard allowed.contains(SavedLogin.origin(of: url)) || allowed.contains(url.host?.lowercased() ?? "") && url.port == nil else {
+                throw CommandFailure(
+                    "the sign-in \(auth) is for \(login.origins.joined(separator: ", ")); to send its token to \(TerminalText.escaped(request.originName)) too, add --auth-origin \(TerminalText.escaped(request.originName))"
+                )
+            }
+            chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
         }
         if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
         let report = trace ? TraceReport() : nil

@@ -45,10 +45,22 @@ package struct BodyScrubber: Sendable {
     package mutating func learnSecrets(of request: APIRequest, body: Data?) {
         var values: [String] = []
         for field in request.headerFields where redaction.isSecretHeader(field.name) {
-            values.append(field.value)
-            if let space = field.value.lastIndex(of: " ") { values.append(String(field.value[field.value.index(after: space)...])) }
+            let value = field.value.trimmingCharacters(in: .whitespaces)
+            values.append(value)
+            if let space = value.lastIndex(of: " ") {
+                let credentials = String(value[value.index(after: space)...])
+                values.append(credentials)
+                // Basic: the decoded user:password, and the password as sent and form-decoded
+                // (OAuth clients form-encode each part, RFC 6749 §2.3.1).
+                if value.lowercased().hasPrefix("basic "), let data = Data(base64Encoded: credentials),
+                    let pair = String(data: data, encoding: .utf8), let colon = pair.firstIndex(of: ":")
+                {
+                    let password = pair[pair.index(after: colon)...]
+                    values += [pair, String(password), Self.formDecoded(password)]
+                }
+            }
             if field.name == .cookie {
-                for pair in field.value.split(separator: ";") {
+                for pair in value.split(separator: ";") {
                     guard let equals = pair.firstIndex(of: "=") else { continue }
                     values.append(pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces))
                 }
@@ -56,6 +68,11 @@ package struct BodyScrubber: Sendable {
         }
         for item in request.queryItems where redaction.isSecretQueryItem(item.name) {
             if let value = item.value { values.append(value) }
+        }
+        // Secret query values as sent, percent-encoded, too: a server may echo the raw query.
+        for pair in (request.percentEncodedQuery ?? "").split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, redaction.isSecretQueryItem(parts[0].removingPercentEncoding ?? String(parts[0])) { values.append(String(parts[1])) }
         }
         if let body, body.count <= limit {
             let type = request.headerFields[.contentType] ?? request.body.contentType

@@ -125,43 +125,20 @@ public struct ProblemDetails: Sendable, Hashable {
 extension Redaction {
     /// `text` with every secret the request carried replaced by `<redacted>`: values of
     /// secret header fields, the credentials after their scheme (and a Basic pair's
-    /// decoded user:password and password), each cookie's value, and secret query
-    /// values as sent and decoded. For text a server wrote that may echo them; scrub
-    /// before cutting the text, so that no secret is cut in two.
+    /// decoded user:password and password), each cookie's value, secret query values as
+    /// sent and decoded, and the secret fields of a body made in memory (a form's
+    /// `client_secret`, a JSON `password`). For text a server wrote that may echo them;
+    /// scrub before cutting the text, so that no secret is cut in two. The one scrubber
+    /// of server text: ``BodyScrubber`` learns the secrets.
     package func scrub(_ text: String, secretsOf request: APIRequest) -> String {
-        var secrets: Set<String> = []
-        for field in request.headerFields where isSecretHeader(field.name) {
-            let value = field.value.trimmingCharacters(in: .whitespaces)
-            secrets.insert(value)
-            let parts = value.split(separator: " ", maxSplits: 1)
-            if parts.count == 2 {
-                let credentials = parts[1].trimmingCharacters(in: .whitespaces)
-                secrets.insert(credentials)
-                if parts[0].lowercased() == "basic", let data = Data(base64Encoded: credentials), let pair = String(data: data, encoding: .utf8) {
-                    secrets.insert(pair)
-                    if let colon = pair.firstIndex(of: ":") { secrets.insert(String(pair[pair.index(after: colon)...])) }
-                }
-            }
-            // Cookie: name=value; name=value
-            for cookie in value.split(separator: ";") {
-                if let equals = cookie.firstIndex(of: "=") { secrets.insert(String(cookie[cookie.index(after: equals)...])) }
-            }
-        }
-        for item in request.queryItems where isSecretQueryItem(item.name) {
-            if let value = item.value { secrets.insert(value) }
-        }
-        for pair in (request.percentEncodedQuery ?? "").split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            if parts.count == 2, isSecretQueryItem(parts[0].removingPercentEncoding ?? String(parts[0])) { secrets.insert(String(parts[1])) }
-        }
-        var scrubbed = text
-        // The longest first, so that a credential's part never leaves the rest showing;
-        // shorter than 4 characters would hide ordinary words.
-        for secret in secrets.sorted(by: { $0.count > $1.count }) where secret.count >= 4 {
-            scrubbed = scrubbed.replacingOccurrences(of: secret, with: "<redacted>")
-        }
-        return scrubbed
+        var scrubber = BodyScrubber(redaction: self, limit: Self.scrubbedBodyLimit)
+        let body = request.body.stream == nil ? (try? request.body.producedData()) ?? nil : nil
+        scrubber.learnSecrets(of: request, body: body)
+        return scrubber.scrub(text)
     }
+
+    /// The largest request body read for secrets to scrub from a server's text.
+    static let scrubbedBodyLimit = 256 * 1024
 }
 
 extension APIResponse {

@@ -90,7 +90,7 @@ struct StreamingTests {
         let done = Catena.Locked(false)
         let call = Task {
             defer { done.withLock { $0 = true } }
-            return try await chain.stream(try RetryTests().flaky(uniqueKey(), failures: 1)).collect()
+            return try await chain.stream(try RetryMiddlewareTests().flaky(uniqueKey(), failures: 1)).collect()
         }
         let finished = await Timing.eventually(within: .seconds(5)) { done.withLock { $0 } }
         #expect(finished, "the retry waited for the slot the discarded 503 still held")

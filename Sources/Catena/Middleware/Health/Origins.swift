@@ -72,3 +72,21 @@ package final class OriginTable<State: OriginState>: Sendable {
         }
     }
 }
+
+extension Result where Success == APIResponse, Failure == CatenaError {
+    /// The origin's answer to a call: the response returned, or the one an error
+    /// carries (a ``ValidationMiddleware`` below turns a 429 or 503 into an error that
+    /// holds it). The health middleware read an answer wherever it comes.
+    package var answer: APIResponse? {
+        switch self {
+        case .success(let response): response
+        case .failure(let error): error.response
+        }
+    }
+}
+
+extension APIResponse {
+    /// The key of the origin that answered: after a redirect the transport followed, the
+    /// last hop's (a CDN's 429 holds the CDN, not the API that redirected to it).
+    package var answeringOriginKey: String { request.originKey }
+}

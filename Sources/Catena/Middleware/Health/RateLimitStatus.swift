@@ -39,6 +39,13 @@ public struct RateLimitStatus: Sendable, Hashable {
     }
 
     static let largestCount = Int(Int32.max)
+
+    /// The key a limiter keeps this policy's window under: its name, and its `pk`
+    /// partition (cut to 64 bytes), so that partitions' windows stay apart.
+    var windowKey: String {
+        guard let partition, !partition.isEmpty else { return policy }
+        return policy + "\u{1F}" + String(decoding: partition.utf8.prefix(64), as: UTF8.self)
+    }
     static let longestReset = Duration.seconds(365 * 24 * 3600)
 
     /// The statuses `fields` announce, one per policy; empty when there are none or

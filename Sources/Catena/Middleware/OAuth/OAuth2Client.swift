@@ -46,13 +46,34 @@ public struct OAuth2Client: Sendable {
         public var authorization: URL?
         public var deviceAuthorization: URL?
         public var revocation: URL?
+        /// Whether the server puts its issuer in every authorization redirect (RFC 9207,
+        /// `authorization_response_iss_parameter_supported`): then a redirect without
+        /// `iss` is refused as a possible mix-up.
+        public var issuerInRedirects: Bool
 
-        public init(issuer: URL? = nil, token: URL, authorization: URL? = nil, deviceAuthorization: URL? = nil, revocation: URL? = nil) {
+        public init(
+            issuer: URL? = nil, token: URL, authorization: URL? = nil, deviceAuthorization: URL? = nil, revocation: URL? = nil,
+            issuerInRedirects: Bool = false
+        ) {
             self.issuer = issuer
             self.token = token
             self.authorization = authorization
             self.deviceAuthorization = deviceAuthorization
             self.revocation = revocation
+            self.issuerInRedirects = issuerInRedirects
+        }
+
+        private enum CodingKeys: String, CodingKey { case issuer, token, authorization, deviceAuthorization, revocation, issuerInRedirects }
+
+        /// Reads endpoints saved before ``issuerInRedirects`` existed, too.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            issuer = try container.decodeIfPresent(URL.self, forKey: .issuer)
+            token = try container.decode(URL.self, forKey: .token)
+            authorization = try container.decodeIfPresent(URL.self, forKey: .authorization)
+            deviceAuthorization = try container.decodeIfPresent(URL.self, forKey: .deviceAuthorization)
+            revocation = try container.decodeIfPresent(URL.self, forKey: .revocation)
+            issuerInRedirects = try container.decodeIfPresent(Bool.self, forKey: .issuerInRedirects) ?? false
         }
     }
 
@@ -79,10 +100,13 @@ public struct OAuth2Client: Sendable {
         self.clock = clock
     }
 
-    /// Reads the server's metadata (RFC 8414) at `issuer`'s
-    /// `/.well-known/oauth-authorization-server` and makes a client with its endpoints.
+    /// Reads the server's metadata and makes a client with its endpoints: RFC 8414's
+    /// `/.well-known/oauth-authorization-server` (inserted before the issuer's path)
+    /// first, then OpenID Connect Discovery's `ISSUER/.well-known/openid-configuration`
+    /// (appended after it), which most OpenID providers publish alone (RFC 8414 §5).
     /// Fails with ``CatenaError/Code/authenticationFailed`` when the metadata names
-    /// another issuer (a server may not speak for another) or lacks a token endpoint.
+    /// another issuer (a server may not speak for another), and with
+    /// ``CatenaError/Code/invalidResponse`` when it lacks a token endpoint.
     ///
     /// - Parameters:
     ///   - issuer: the server's issuer identifier, such as `https://auth.example.com`.
@@ -94,19 +118,29 @@ public struct OAuth2Client: Sendable {
         issuer: URL, clientID: String, authentication: Authentication = .none, loader: any HTTPLoader,
         clock: any RetryClock = SystemRetryClock()
     ) async throws(CatenaError) -> OAuth2Client {
-        let url = try metadataURL(for: issuer)
+        let urls = try metadataURLs(for: issuer)
+        var url = urls.oauth
         var request = APIRequest(.get, url: url, headerFields: [.accept: "application/json"])
         request[option: MaximumResponseSize.self] = maximumAnswer
-        let response = try await loader.load(request).validateStatus()
+        var response = try await loader.load(request)
+        // Not there (404, or a 400/405 from a server that routes nothing at that path): the OpenID place.
+        if (400..<500).contains(response.status.code) {
+            url = urls.openID
+            request = APIRequest(.get, url: url, headerFields: [.accept: "application/json"])
+            request[option: MaximumResponseSize.self] = maximumAnswer
+            response = try await loader.load(request)
+        }
+        _ = try response.validateStatus()
         struct Metadata: Decodable {
             let issuer: String?
             let token_endpoint: String?
             let authorization_endpoint: String?
             let device_authorization_endpoint: String?
             let revocation_endpoint: String?
+            let authorization_response_iss_parameter_supported: Bool?
         }
         let metadata = try response.decode(Metadata.self)
-        // RFC 8414 §3.3: the issuer in the metadata must be the one asked for, exactly.
+        // RFC 8414 §3.3 (and OpenID Connect Discovery §4.3): the issuer in the metadata must be the one asked for.
         guard let named = metadata.issuer, trimmed(named) == trimmed(issuer.absoluteString), let namedURL = URL(string: named) else {
             throw CatenaError(
                 .authenticationFailed, request: request, response: response,
@@ -127,20 +161,30 @@ public struct OAuth2Client: Sendable {
         let endpoints = Endpoints(
             issuer: namedURL, token: token, authorization: try endpoint(metadata.authorization_endpoint, "authorization_endpoint"),
             deviceAuthorization: try endpoint(metadata.device_authorization_endpoint, "device_authorization_endpoint"),
-            revocation: try endpoint(metadata.revocation_endpoint, "revocation_endpoint"))
+            revocation: try endpoint(metadata.revocation_endpoint, "revocation_endpoint"),
+            issuerInRedirects: metadata.authorization_response_iss_parameter_supported ?? false)
         return OAuth2Client(clientID: clientID, authentication: authentication, endpoints: endpoints, loader: loader, clock: clock)
     }
 
     /// RFC 8414 §3.1: the well-known part goes between the host and the issuer's path.
     static func metadataURL(for issuer: URL) throws(CatenaError) -> URL {
+        try metadataURLs(for: issuer).oauth
+    }
+
+    /// RFC 8414 §3.1's place (the well-known part between the host and the issuer's
+    /// path), and OpenID Connect Discovery §4's (appended to the issuer).
+    static func metadataURLs(for issuer: URL) throws(CatenaError) -> (oauth: URL, openID: URL) {
         guard var components = URLComponents(url: issuer, resolvingAgainstBaseURL: false), issuer.host != nil, isSafe(issuer),
             components.query == nil, components.fragment == nil
         else {
             throw CatenaError(.invalidRequest, request: APIRequest(url: issuer), detail: "the issuer must be an https URL without query or fragment")
         }
         let path = components.percentEncodedPath
+        let trimmedPath = path.hasSuffix("/") ? String(path.dropLast()) : path
         components.percentEncodedPath = "/.well-known/oauth-authorization-server" + (path == "/" ? "" : path)
-        return components.url!
+        let oauth = components.url!
+        components.percentEncodedPath = trimmedPath + "/.well-known/openid-configuration"
+        return (oauth, components.url!)
     }
 
     private static func trimmed(_ text: String) -> String {
@@ -221,10 +265,15 @@ public struct OAuth2Client: Sendable {
         request[option: MaximumResponseSize.self] = Self.maximumAnswer
         let response = try await loader.load(request)
         if (200..<300).contains(response.status.code) { return (request, response) }
-        var secrets = fields.filter { SecretNames.isSecret($0.name) }.map(\.value)
-        if case .clientSecretBasic(let secret) = authentication { secrets.append(secret) }
-        if let error = OAuth2Error(answer: response.body, secrets: secrets) {
+        if let error = OAuth2Error(answer: response.body, secretsOf: request) {
             throw CatenaError(.authenticationFailed, request: request, response: response, underlyingError: error, detail: "the server answered \(error)")
+        }
+        // Real providers refuse with an empty (or HTML) 400, 401 or 403: a refusal all the same.
+        if (400..<500).contains(response.status.code) {
+            throw CatenaError(
+                .authenticationFailed, request: request, response: response,
+                detail:
+                    "the server refused with \(response.status.code) \(ProblemDetails.printable(response.status.reasonPhrase, limit: 40)) and no OAuth error")
         }
         _ = try response.validateStatus()
         return (request, response)
@@ -232,125 +281,5 @@ public struct OAuth2Client: Sendable {
 
     static func formEncoded(_ text: String) -> String {
         PercentEncoding.encode(text, allowing: PercentEncoding.queryComponent, spaceAsPlus: true)
-    }
-}
-
-/// An error an OAuth 2 server answered (RFC 6749 §5.2, RFC 8628 §3.5), or a check of
-/// the client's that failed (``Code/stateMismatch``, ``Code/issuerMismatch``).
-///
-/// ``description`` is the server's text made printable: control and bidirectional
-/// characters replaced, cut at 300 characters, and scrubbed of the secrets the request
-/// carried, should the server echo them.
-public struct OAuth2Error: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The `error` code.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-
-        public static let invalidRequest = Code(rawValue: "invalid_request")
-        public static let invalidClient = Code(rawValue: "invalid_client")
-        /// The code, refresh token or device code is spent, expired or revoked: sign in again.
-        public static let invalidGrant = Code(rawValue: "invalid_grant")
-        public static let unauthorizedClient = Code(rawValue: "unauthorized_client")
-        public static let unsupportedGrantType = Code(rawValue: "unsupported_grant_type")
-        public static let invalidScope = Code(rawValue: "invalid_scope")
-        /// The user declined.
-        public static let accessDenied = Code(rawValue: "access_denied")
-        /// The device code expired before the user approved it (also when the client's
-        /// own deadline passed).
-        public static let expiredToken = Code(rawValue: "expired_token")
-        public static let authorizationPending = Code(rawValue: "authorization_pending")
-        public static let slowDown = Code(rawValue: "slow_down")
-        /// The redirect's `state` is not the one the request sent: it may be forged.
-        public static let stateMismatch = Code(rawValue: "state_mismatch")
-        /// The server's metadata, or a redirect's `iss`, names another issuer.
-        public static let issuerMismatch = Code(rawValue: "issuer_mismatch")
-    }
-
-    public var code: Code
-    /// The server's `error_description`, printable and scrubbed.
-    public var errorDescription: String?
-
-    public init(_ code: Code, description: String? = nil) {
-        self.code = code
-        self.errorDescription = description.map { ProblemDetails.printable($0, limit: 300) }
-    }
-
-    /// The error in an answer's JSON body, if it has one; `secrets` are replaced in its description.
-    init?(answer body: Data, secrets: [String]) {
-        struct Answer: Decodable {
-            let error: String
-            let error_description: String?
-        }
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: body), !answer.error.isEmpty else { return nil }
-        var text = answer.error_description
-        for secret in secrets.sorted(by: { $0.count > $1.count }) where secret.count >= 4 {
-            text = text?.replacingOccurrences(of: secret, with: "<redacted>")
-        }
-        self.init(Code(rawValue: ProblemDetails.printable(answer.error, limit: 64)), description: text)
-    }
-
-    /// "invalid_grant: the refresh token was revoked".
-    public var description: String {
-        errorDescription.map { "\(code): \($0)" } ?? code.rawValue
-    }
-}
-
-extension CatenaError {
-    /// The OAuth 2 error underneath, when an OAuth server refused or a check of the
-    /// client's failed.
-    public var oauth: OAuth2Error? {
-        underlyingError as? OAuth2Error ?? (underlyingError as? CatenaError)?.oauth
-    }
-}
-
-/// A token endpoint's success answer (RFC 6749 §5.1), checked as hostile input.
-struct TokenAnswer: Decodable {
-    let access_token: String
-    let token_type: String?
-    let refresh_token: String?
-    let expires_in: Double?
-    let scope: String?
-
-    private enum CodingKeys: String, CodingKey { case access_token, token_type, refresh_token, expires_in, scope }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        access_token = try container.decode(String.self, forKey: .access_token)
-        token_type = try container.decodeIfPresent(String.self, forKey: .token_type)
-        refresh_token = try container.decodeIfPresent(String.self, forKey: .refresh_token)
-        scope = try container.decodeIfPresent(String.self, forKey: .scope)
-        // Some servers send the lifetime as a string.
-        if let seconds = try? container.decodeIfPresent(Double.self, forKey: .expires_in) {
-            expires_in = seconds
-        } else {
-            expires_in = (try? container.decodeIfPresent(String.self, forKey: .expires_in)).flatMap { $0.flatMap(Double.init) }
-        }
-    }
-
-    /// The token in `response`; fails when a value could not be sent back in a header
-    /// or is not a bearer token.
-    static func token(from response: APIResponse, for request: APIRequest, clock: any RetryClock) throws(CatenaError) -> BearerToken {
-        let answer = try response.decode(TokenAnswer.self)
-        func invalid(_ detail: String) -> CatenaError { CatenaError(.invalidResponse, request: request, response: response, detail: detail) }
-        guard isTokenText(answer.access_token) else { throw invalid("the access_token is empty, longer than 16 KiB or has characters a header cannot carry") }
-        if let refresh = answer.refresh_token, !isTokenText(refresh) {
-            throw invalid("the refresh_token is empty, longer than 16 KiB or has characters a form cannot carry")
-        }
-        if let type = answer.token_type, type.lowercased() != "bearer" {
-            throw invalid("the token_type is \(ProblemDetails.printable(type, limit: 40)), not Bearer")
-        }
-        // A year at most; a negative or non-finite lifetime means the token is already spent.
-        let lifetime = answer.expires_in.map { $0.isFinite ? min(max($0, 0), 365 * 86_400) : 0 }
-        return BearerToken(
-            accessToken: answer.access_token, refreshToken: answer.refresh_token,
-            expiresAt: lifetime.map { clock.now().addingTimeInterval($0) },
-            scope: answer.scope.map { ProblemDetails.printable($0, limit: 1000) })
-    }
-
-    /// Visible ASCII only, 1 to 16 KiB: what RFC 6750's b64token and every real token fits.
-    static func isTokenText(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 16 * 1024 && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
     }
 }

@@ -70,16 +70,22 @@ struct OAuthPartsTests {
         for round in 0..<400 {
             let text = (0..<Int.random(in: 0..<24, using: &generator)).map { _ in pieces[Int.random(in: 0..<pieces.count, using: &generator)] }.joined()
             if let token = try? Self.answer(text) { #expect(TokenAnswer.isTokenText(token.accessToken), "seed \(seed)") }
-            if let error = OAuth2Error(answer: Data(text.utf8), secrets: []) {
+            if let error = OAuth2Error(answer: Data(text.utf8), secretsOf: APIRequest(url: URL(string: "https://auth.example/token")!)) {
                 #expect(!error.description.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x202E }, "seed \(seed)")
             }
             if round % 50 == 0 { await Task.yield() }
         }
+        // The form's secret field and the Basic pair's secret (form-encoded, RFC 6749 §2.3.1) are both scrubbed.
+        let sent = APIRequest(
+            .post, url: URL(string: "https://auth.example/token")!,
+            headerFields: [.authorization: "Basic " + Data("app:s%2Fcret+9".utf8).base64EncodedString()],
+            body: .form([(name: "grant_type", value: "refresh_token"), (name: "refresh_token", value: "r-SECRET-1")]))
         let echoed = try #require(
             OAuth2Error(
-                answer: Data(#"{"error":"invalid_grant","error_description":"refresh token r-SECRET-1 \u001b[31mis spent"}"#.utf8), secrets: ["r-SECRET-1"]))
+                answer: Data(#"{"error":"invalid_grant","error_description":"refresh token r-SECRET-1 of s/cret 9 \u001b[31mis spent"}"#.utf8),
+                secretsOf: sent))
         #expect(echoed.code == .invalidGrant)
-        #expect(echoed.description == "invalid_grant: refresh token <redacted>  [31mis spent")
+        #expect(echoed.description == "invalid_grant: refresh token <redacted> of <redacted>  [31mis spent")
     }
 
     @Test("a token never prints its secrets: description, interpolation, dump and the debug description")

@@ -8,7 +8,7 @@ import Testing
 @testable import CatenaTestSupport
 
 @Suite("RetryMiddleware")
-struct RetryTests {
+struct RetryMiddlewareTests {
     func flaky(
         _ key: String, failures: Int, status: Int = 503, method: HTTPRequest.Method = .get, extra: [URLQueryItem] = [], body: APIRequest.Body = .empty
     ) throws -> APIRequest {

@@ -89,7 +89,21 @@ public struct CircuitBreakerMiddleware: HTTPMiddleware {
         let cancelled: Bool
         if case .failure(let error) = result { cancelled = error.code == .cancelled || error.code == .resetInProgress } else { cancelled = false }
         let failed = !cancelled && policy.isFailure(result)
-        let change = origins.withState(key) { $0.finish(failed: failed, neutral: cancelled, probe: probe, now: clock.now(), policy: policy) }
+        // Only the origin's answer, or a failure to reach it, decides: a call refused on
+        // this side (rate-limited, invalid, unauthenticated, untrusted) says nothing of
+        // its health, and leaves a half-open circuit to the next probe.
+        let answer = result.answer
+        let neutral = cancelled || (!failed && answer == nil)
+        let now = clock.now()
+        let change: CircuitState?
+        if let answer, answer.answeringOriginKey != key {
+            // After a redirect the transport followed, the origin that answered last is
+            // charged; this one answered with the redirect, which is no failure.
+            _ = origins.withState(key) { $0.finish(failed: false, neutral: false, probe: probe, now: now, policy: policy) }
+            change = origins.withState(answer.answeringOriginKey) { $0.finish(failed: failed, neutral: false, probe: nil, now: now, policy: policy) }
+        } else {
+            change = origins.withState(key) { $0.finish(failed: failed, neutral: neutral, probe: probe, now: now, policy: policy) }
+        }
         if let change { request.report(.circuit(change)) }
         return try result.get()
     }

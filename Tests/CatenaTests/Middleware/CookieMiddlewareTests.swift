@@ -6,7 +6,7 @@ import Testing
 /// The cookie jar against the demo server, which sets the cookies a test asks for
 /// (`/api/cookies/set`) and echoes the Cookie field it receives (`/api/echo`).
 @Suite("CookieMiddleware against the demo server")
-struct CookieIntegrationTests {
+struct CookieMiddlewareTests {
     static func set(_ cookies: String...) throws -> APIRequest {
         try APIRequest(.get, path: ["api", "cookies", "set"], query: cookies.map { URLQueryItem(name: "cookie", value: $0) })
     }

@@ -31,7 +31,7 @@ final class TestClock: Sendable {
 }
 
 @Suite("CacheMiddleware against the demo server")
-struct HTTPCacheTests {
+struct CacheMiddlewareTests {
     func chain(_ cache: CacheMiddleware, _ kind: TransportKind = .asyncHTTPClient) async throws -> any HTTPLoader {
         EnvironmentMiddleware(try await TestServer.environment()) --> cache --> kind.make()
     }

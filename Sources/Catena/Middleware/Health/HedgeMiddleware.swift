@@ -51,12 +51,17 @@ public struct HedgeMiddleware: HTTPMiddleware {
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         guard methods.contains(request.method) else { return try await next.load(request) }
+        var request = request
+        // Both attempts carry one Idempotency-Key: the server must see one operation.
+        _ = try request.applyIdempotencyKey()
         let response = try await race(request, attempt: { await next.result(for: $0) }, discard: { _ in })
         return budget.recordSuccess(of: response)
     }
 
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
         guard methods.contains(request.method) else { return try await next.stream(request) }
+        var request = request
+        _ = try request.applyIdempotencyKey()
         let streamed = try await race(
             request,
             attempt: { attempt in

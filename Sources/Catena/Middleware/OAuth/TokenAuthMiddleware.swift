@@ -4,8 +4,12 @@ import HTTPTypes
 /// Adds a bearer token to requests for the configured hosts, and refreshes it.
 ///
 /// - A missing or expired token is refreshed before the request is sent.
-/// - A request answered 401 is sent again once, after a refresh; a second 401 is
-///   returned as it is.
+/// - A request answered 401 is sent again once, after a refresh, unless the answer's
+///   `WWW-Authenticate: Bearer` challenge says `error="insufficient_scope"` (a new
+///   token would not help: the 401 is returned as it is). A 401 for the renewed token
+///   too fails the call with ``CatenaError/Code/authenticationFailed``, and for a
+///   minute later calls answered 401 for that token fail the same way rather than
+///   spend a token request (or a refresh-token rotation) each.
 /// - However many requests need a refresh at the same time, `refresh` runs once; the
 ///   others wait for it. If it fails, every waiting request fails with
 ///   ``CatenaError/Code/authenticationFailed`` carrying that error, and none is sent
@@ -72,15 +76,43 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
         let token = try await obtain(request) { try await store.validToken(since: epoch, for: request) }
         var authorized = request
         authorized.headerFields[.authorization] = "Bearer \(token.accessToken)"
+        let refused: APIResponse
+        var refusal: CatenaError?
         do {
             let response = try await next.load(authorized)
             guard response.status == .unauthorized else { return response }
-        } catch  where error.response?.status == .unauthorized {
+            refused = response
+        } catch let error where error.response?.status == .unauthorized {
             // A validating loader below turned the 401 into an error: refresh all the same.
+            refused = error.response!
+            refusal = error
         }
+        if BearerChallenge(in: refused.headerFields)?.error == "insufficient_scope" {
+            // A new token would carry the same scope: the answer stands as it came.
+            if let refusal { throw refusal }
+            return refused
+        }
+        if store.wasRefusedAfterRenewal(token) { throw Self.refusedRenewal(request, refused) }
         let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch, for: request) }
         authorized.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
-        return try await next.load(authorized)
+        let answer: APIResponse
+        do {
+            answer = try await next.load(authorized)
+        } catch let error where error.response?.status == .unauthorized {
+            if BearerChallenge(in: error.response!.headerFields)?.error == "insufficient_scope" { throw error }
+            store.noteRefusedAfterRenewal(fresh)
+            throw Self.refusedRenewal(request, error.response!)
+        }
+        guard answer.status == .unauthorized else { return answer }
+        if BearerChallenge(in: answer.headerFields)?.error == "insufficient_scope" { return answer }
+        store.noteRefusedAfterRenewal(fresh)
+        throw Self.refusedRenewal(request, answer)
+    }
+
+    private static func refusedRenewal(_ request: APIRequest, _ response: APIResponse) -> CatenaError {
+        CatenaError(
+            .authenticationFailed, request: request, response: response,
+            detail: "the server refused a renewed token too (401); not renewing it again for every call")
     }
 
     public func reset() async {
@@ -122,6 +154,9 @@ final class TokenStore: Sendable {
         /// How many resets there were: a request that began before one never starts
         /// a refresh after it (that would log the user back in).
         var resets: UInt64 = 0
+        /// A renewed token the server answered 401 too, and when: not renewed again
+        /// for a minute, so a server that refuses every token costs no token request per call.
+        var refused: (accessToken: String, at: Date)?
     }
 
     private let state: Locked<State>
@@ -141,6 +176,24 @@ final class TokenStore: Sendable {
     var refreshCount: Int { state.withLock { $0.refreshes } }
     var current: BearerToken? { state.withLock { $0.token } }
     var waiting: Int { state.withLock { $0.waiters.count } }
+    /// Notes that `token`, got by renewing after a 401, was answered 401 as well.
+    func noteRefusedAfterRenewal(_ token: BearerToken) {
+        let now = clock.now()
+        state.withLock { $0.refused = (token.accessToken, now) }
+    }
+
+    /// Whether `token` is a renewed one the server refused within the last minute.
+    func wasRefusedAfterRenewal(_ token: BearerToken) -> Bool {
+        let now = clock.now()
+        return state.withLock { state in
+            guard let refused = state.refused, refused.accessToken == token.accessToken else { return false }
+            return now.timeIntervalSince(refused.at) < Self.refusalMemory
+        }
+    }
+
+    /// How long a renewed token's refusal is remembered.
+    static let refusalMemory: TimeInterval = 60
+
     /// The reset count a request starts under; hand it back to ``validToken(since:)``.
     var epoch: UInt64 { state.withLock { $0.resets } }
 
@@ -253,6 +306,7 @@ final class TokenStore: Sendable {
         let (task, waiters, token) = state.withLock { state -> (Task<Void, Never>?, [Waiter], BearerToken?) in
             let token = state.token
             state.token = nil
+            state.refused = nil
             state.generation &+= 1
             state.resets &+= 1
             defer { state.refresh = nil; state.waiters = [:] }

@@ -11,10 +11,31 @@ import Testing
 struct AuthTests {
     struct Me: Decodable { let email: String }
 
-    /// The password grant's refresh (deprecated, but kept for old servers and tested).
+    /// Signs in with the demo server's password grant through ``OAuth2Client/requestToken(_:)``
+    /// (the way to reach a grant Catena has no flow for) and renews with the refresh-token grant.
     func oauth() async throws -> @Sendable (BearerToken?) async throws -> BearerToken {
         let base = try await TestServer.running().baseURL
-        return (PasswordGrant() as any PasswordGrantSource).refresh(tokenURL: base.appending(path: "oauth/token"), loader: AsyncHTTPClientTransport.forTests())
+        let client = OAuth2Client(
+            clientID: "catena-tests", endpoints: .init(token: base.appending(path: "oauth/token")), loader: AsyncHTTPClientTransport.forTests())
+        return { current in
+            if let current, current.refreshToken != nil, let renewed = try? await client.refresh(current) { return renewed }
+            return try await client.requestToken([
+                (name: "grant_type", value: "password"), (name: "username", value: "eve.holt@reqres.in"), (name: "password", value: "cityslicka"),
+            ])
+        }
+    }
+
+    @Test("Basic credentials (a server's or a proxy's) never print their password: description, interpolation, dump, debug description")
+    func basicCredentialsNeverPrint() {
+        let credentials = BasicCredentials(user: "ann", password: "proxy-pass-7")
+        var dumped = ""
+        dump(credentials, to: &dumped)
+        var optionDumped = ""
+        dump(ProxySettings(.init(host: "127.0.0.1", port: 3128, credentials: credentials)), to: &optionDumped)
+        for text in [credentials.description, "\(credentials)", String(reflecting: credentials), dumped, "\([credentials])", optionDumped] {
+            #expect(!text.contains("proxy-pass-7"), "\(text)")
+        }
+        #expect(credentials.description.contains("ann"))
     }
 
     func expire(_ token: String) async throws {
@@ -171,19 +192,5 @@ final class SlowReset: HTTPMiddleware {
     func reset() async {
         resets.add(1, ordering: .relaxed)
         try? await Task.sleep(for: .milliseconds(300))
-    }
-}
-
-/// The password grant is deprecated (RFC 9700 §2.4) but stays for old servers, so its
-/// tests stay too: they reach it through this protocol, whose requirement is not
-/// deprecated, so that the test target builds without warnings.
-protocol PasswordGrantSource {
-    func refresh(tokenURL: URL, loader: any HTTPLoader) -> @Sendable (BearerToken?) async throws -> BearerToken
-}
-
-struct PasswordGrant: PasswordGrantSource {
-    @available(*, deprecated)
-    func refresh(tokenURL: URL, loader: any HTTPLoader) -> @Sendable (BearerToken?) async throws -> BearerToken {
-        OAuth2PasswordFlow(tokenURL: tokenURL, username: "eve.holt@reqres.in", password: "cityslicka", loader: loader).refresh
     }
 }

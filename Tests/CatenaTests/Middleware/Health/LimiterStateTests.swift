@@ -56,6 +56,25 @@ struct LimiterStateTests {
         }
     }
 
+    @Test("pk partitions keep their windows apart, and a server naming ever new ones keeps at most 16 an origin")
+    func partitions() throws {
+        var state = LimiterState(learned: true)
+        let now = Date()
+        let a = try go(&state, at: now)
+        _ = state.finish(a, response: try answer(["RateLimit": #""p";r=0;t=30;pk=:YWxpY2U=:"#]), now: now, maxHold: maxHold)
+        let b = try? go(&state, at: now)
+        #expect(b == nil, "alice's spent window holds the origin")
+        // Bob's window, with calls left, does not overwrite alice's spent one.
+        _ = state.learn(from: try answer(["RateLimit": #""p";r=9;t=30;pk=:Ym9i:"#]), now: now, maxHold: maxHold)
+        #expect(state.windows.count == 2)
+        #expect(state.windows.values.map(\.remaining).sorted() == [0, 9])
+        for index in 0..<100 {
+            _ = state.learn(
+                from: try answer(["RateLimit": "\"p\";r=5;t=30;pk=:\(Data("user\(index)".utf8).base64EncodedString()):"]), now: now, maxHold: maxHold)
+        }
+        #expect(state.windows.count == LimiterState.maximumWindows)
+    }
+
     @Test("calls still in flight when a window ends are spent in the next until their answers say which window counted them")
     func carried() throws {
         let start = Date(timeIntervalSince1970: 1_800_000_000)

@@ -14,14 +14,18 @@ import Testing
     "OAuth 2 against an OpenID provider (Glewlwyd)", .serialized,
     .enabled(if: OpenIDProvider.testsRun, "apt-get install glewlwyd sqlite3 jq (.ci/run does)"))
 struct OpenIDProviderTests {
-    @Test("discovery at ISSUER/.well-known/openid-configuration; client credentials by Basic and by post; an empty 403 names its status", arguments: TransportKind.allCases)
+    @Test(
+        "discovery at ISSUER/.well-known/openid-configuration; client credentials by Basic and by post; an empty 403 names its status",
+        arguments: TransportKind.allCases)
     func discoveryAndClientCredentials(kind: TransportKind) async throws {
         let provider = try await OpenIDProvider.running()
         let loader = kind.make()
         // The provider answers 404 at every RFC 8414 place: only the OpenID one works.
         let oauthPlace = try await loader.load(APIRequest(url: try OAuth2Client.metadataURL(for: provider.issuer)))
         #expect(oauthPlace.status == .notFound)
-        for authentication in [OAuth2Client.Authentication.clientSecretBasic(OpenIDProvider.confidentialSecret), .clientSecretPost(OpenIDProvider.confidentialSecret)] {
+        for authentication in [
+            OAuth2Client.Authentication.clientSecretBasic(OpenIDProvider.confidentialSecret), .clientSecretPost(OpenIDProvider.confidentialSecret),
+        ] {
             let client = try await OAuth2Client.discover(
                 issuer: provider.issuer, clientID: OpenIDProvider.confidentialClient, authentication: authentication, loader: loader)
             #expect(client.endpoints.issuer?.absoluteString == provider.issuer.absoluteString)
@@ -41,7 +45,9 @@ struct OpenIDProviderTests {
         #expect(!String(describing: error).contains("not-the-secret"))
     }
 
-    @Test("code + PKCE at a fixed loopback port with a nonce; the refresh token rotates; a public client's refused revocation still forgets the token", arguments: TransportKind.allCases)
+    @Test(
+        "code + PKCE at a fixed loopback port with a nonce; the refresh token rotates; a public client's refused revocation still forgets the token",
+        arguments: TransportKind.allCases)
     func codeRefreshAndRevocation(kind: TransportKind) async throws {
         let provider = try await OpenIDProvider.running()
         let client = try await OAuth2Client.discover(issuer: provider.issuer, clientID: OpenIDProvider.publicClient, loader: kind.make())

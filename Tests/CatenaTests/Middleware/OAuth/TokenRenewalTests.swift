@@ -16,7 +16,9 @@ struct TokenRenewalTests {
         return TokenAuthMiddleware(hosts: [try await TestServer.authority()], client: client, signIn: .clientCredentials())
     }
 
-    @Test("a server that refuses renewed tokens too: the call fails as authenticationFailed, and later calls spend no token request", arguments: TransportKind.allCases)
+    @Test(
+        "a server that refuses renewed tokens too: the call fails as authenticationFailed, and later calls spend no token request",
+        arguments: TransportKind.allCases)
     func refusedAfterRenewal(kind: TransportKind) async throws {
         let id = OAuthFlowTests.clientID("catena-service")
         let auth = try await middleware(id, kind: kind)
@@ -58,7 +60,9 @@ struct TokenRenewalTests {
             return BearerChallenge(in: fields)
         }
         #expect(read(#"Bearer error="invalid_token""#)?.error == "invalid_token")
-        #expect(read(#"Bearer realm="example", error="insufficient_scope", scope="admin write""#) == BearerChallenge(error: "insufficient_scope", scope: "admin write"))
+        #expect(
+            read(#"Bearer realm="example", error="insufficient_scope", scope="admin write""#)
+                == BearerChallenge(error: "insufficient_scope", scope: "admin write"))
         #expect(read(#"Basic realm="x", Bearer error=invalid_token"#)?.error == "invalid_token")
         #expect(read(#"Negotiate abc==, Bearer realm="a\"b", error="insufficient_scope""#)?.error == "insufficient_scope")
         #expect(read("Basic realm=\"x\"", "bearer ERROR=\"invalid_token\"")?.error == "invalid_token")

@@ -56,6 +56,9 @@ extension AsyncHTTPClientTransport {
         if let error = error as? PublicKeyPinMismatch {
             return CatenaError(.untrustedServer, request: request, underlyingError: error, detail: error.description)
         }
+        if let error = error as? CertificateAddressMismatch {
+            return CatenaError(.untrustedServer, request: request, underlyingError: error, detail: error.description)
+        }
         if let error = error as? SOCKSError.ConnectionFailed {
             return CatenaError(
                 .cannotConnect, request: request, underlyingError: error,

@@ -16,10 +16,13 @@ import Darwin
 /// needed and shut down with the transport. Requests that need neither take the main
 /// client, without a lookup.
 final class ClientRoutes: Sendable {
-    /// A way of connecting: through which proxy (nil: directly), checking whose pins.
+    /// A way of connecting: through which proxy (nil: directly), checking whose pins,
+    /// and for HTTPS to an IP address through a proxy, which address the certificate
+    /// must name.
     struct Route: Hashable {
         let proxy: ProxySettings.Proxy?
         let pinnedHost: String?
+        var checkedAddress: [UInt8]? = nil
     }
 
     private struct State {
@@ -49,7 +52,11 @@ final class ClientRoutes: Sendable {
         let key = pins.isEmpty || pins[host] != nil ? host : Self.pinKey(host)
         let pinnedHost = scheme == "https" && pins[key] != nil ? key : nil
         guard proxy != nil || pinnedHost != nil else { return nil }
-        return Route(proxy: proxy, pinnedHost: pinnedHost)
+        // AsyncHTTPClient gives NIOSSL no server name for an IP address, and NIOSSL then
+        // checks the certificate against the channel's remote address: through a tunnel,
+        // the proxy's. The route checks the target's address itself.
+        let address = proxy != nil && scheme == "https" ? IPAddress.bytes(of: Self.unbracketed(host)) : nil
+        return Route(proxy: proxy, pinnedHost: pinnedHost, checkedAddress: address)
     }
 
     /// The route's client, made on first use; nil once the transport was shut down (the
@@ -83,8 +90,20 @@ final class ClientRoutes: Sendable {
                 configuration.proxy = .socksServer(host: proxy.host, port: proxy.port)
             }
         }
-        if let host = route.pinnedHost, let pins = pins[host] {
-            let check = Self.pinCheck(host: host, pins: pins)
+        var checks: [@Sendable (any Channel) -> EventLoopFuture<Void>] = []
+        if let address = route.checkedAddress {
+            // The chain is still verified in full; the name check is the address check below.
+            var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
+            tls.certificateVerification = .noHostnameVerification
+            configuration.tlsConfiguration = tls
+            checks.append(Self.addressCheck(address))
+        }
+        if let host = route.pinnedHost, let pins = pins[host] { checks.append(Self.pinCheck(host: host, pins: pins)) }
+        if let first = checks.first {
+            let rest = checks.dropFirst()
+            let check: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+                rest.reduce(first(channel)) { done, next in done.flatMap { next(channel) } }
+            }
             // After the caller's own initializers, if any.
             configuration.http1_1ConnectionDebugInitializer = Self.chain(base.http1_1ConnectionDebugInitializer, check)
             configuration.http2ConnectionDebugInitializer = Self.chain(base.http2ConnectionDebugInitializer, check)
@@ -124,6 +143,28 @@ final class ClientRoutes: Sendable {
             }
         }
         return key
+    }
+
+    private static func unbracketed(_ host: String) -> String {
+        host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    }
+
+    /// Checks that a new connection's certificate names `address` (an IP address
+    /// subject alternative name), before any request is written; as curl checks an IP
+    /// target, whatever the tunnel's remote address.
+    static func addressCheck(_ address: [UInt8]) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        { channel in
+            channel.eventLoop.submit { () throws -> Void in
+                let handler = try channel.pipeline.syncOperations.handler(type: NIOSSLHandler.self)
+                guard let leaf = handler.peerCertificate else { throw CertificateAddressMismatch(address: address) }
+                // NIOSSL's reader of the names (underscored, public since 2.x): IP entries are 4 or 16 raw bytes.
+                let named = leaf._subjectAlternativeNames().contains { $0.nameType == .ipAddress && Array($0.contents) == address }
+                guard named else { throw CertificateAddressMismatch(address: address) }
+            }.flatMapErrorThrowing { error in
+                channel.eventLoop.execute { channel.close(promise: nil) }
+                throw error
+            }
+        }
     }
 
     /// Checks a new connection's server key against `pins` once its TLS handshake is done.
@@ -194,6 +235,19 @@ final class ClientRoutes: Sendable {
             }
         }
         return digests
+    }
+}
+
+/// A server reached by IP address whose certificate does not name that address.
+struct CertificateAddressMismatch: Error, CustomStringConvertible {
+    let address: [UInt8]
+
+    var description: String {
+        let text =
+            address.count == 4
+            ? address.map(String.init).joined(separator: ".")
+            : stride(from: 0, to: address.count, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }.joined(separator: ":")
+        return "the server's certificate does not name \(text), the address it was reached at (through a proxy, checked by Catena)"
     }
 }
 

@@ -85,6 +85,14 @@ public final class HARReplayTransport: HTTPLoader {
         let body: Data
         // HAR names the encoding without saying its case; tools write "base64" and "BASE64".
         switch (entry.response.content.text, entry.response.content.encoding?.lowercased()) {
+        case (nil, _) where entry.response.content.size > 0 || entry.response.content.comment?.hasPrefix("not recorded") == true:
+            // A body the recording left out replays as no body at all: a test would pass
+            // on data the server never sent.
+            throw CatenaError(
+                .invalidResponse, request: request,
+                detail:
+                    "the HAR entry for \(method) \(redacted) left its \(entry.response.content.size > 0 ? "\(entry.response.content.size)-byte " : "")body out (\(entry.response.content.comment.map { ProblemDetails.printable($0, limit: 120) } ?? "no text")): record it again with HARRecorder(maximumBodyBytes:) large enough, or recordsUnreadableBodies: true for a binary body"
+            )
         case (nil, _): body = Data()
         case (let text?, "base64"?):
             guard let decoded = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {

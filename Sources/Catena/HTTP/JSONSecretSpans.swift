@@ -9,40 +9,54 @@ import Foundation
 /// its structure again as it goes and fails (nil) rather than guess, also past 64
 /// levels of nesting or on text that is not ASCII-compatible (UTF-16 JSON).
 package struct JSONSecretSpans {
+    /// A value to replace: a string (or, from a server's echo, any text) or a number,
+    /// so that the replacement keeps the document's types.
+    package struct Span: Equatable, Sendable {
+        package var range: Range<Int>
+        package var isNumber: Bool
+    }
+
     private let bytes: [UInt8]
     private let isSecret: (String) -> Bool
     private let isSecretText: (String) -> Bool
     private var index = 0
-    private var spans: [Range<Int>] = []
+    private var spans: [Span] = []
+    /// How many secret members the scanner is inside: their leaves are secrets.
+    private var secretDepth = 0
 
-    /// The ranges of secret values in `bytes`, in order and not overlapping (a secret
-    /// inside a secret is covered by the outer one); nil when the text is not read.
+    /// The secret values in `bytes`, in order and not overlapping; nil when the text is
+    /// not read. A secret member's value keeps its shape: inside an object or array only
+    /// the strings and numbers are secrets, so member names and types stay (a recording
+    /// decodes with the same models). A secret member whose value is an http(s) URL is
+    /// judged by `isSecretText` (its query and user info), not by its name
+    /// (`authorization_endpoint` in OAuth metadata).
     /// `isSecret` judges member names; `isSecretText` the decoded text of every string
     /// written with escapes (a server's encoder may write a secret it echoes as
     /// `p\u0026ss`, which a search of the raw text for `p&ss` misses) or holding `=`.
     package static func find(
         in bytes: [UInt8], isSecret: @escaping (String) -> Bool, isSecretText: @escaping (String) -> Bool = { _ in false }
-    ) -> [Range<Int>]? {
+    ) -> [Span]? {
         var scanner = JSONSecretSpans(bytes: bytes, isSecret: isSecret, isSecretText: isSecretText)
         guard scanner.value(depth: 0) else { return nil }
         scanner.skipWhitespace()
         guard scanner.index == bytes.count else { return nil }
-        var kept: [Range<Int>] = []
-        for span in scanner.spans.sorted(by: { $0.lowerBound < $1.lowerBound }) where kept.last.map({ span.lowerBound >= $0.upperBound }) ?? true {
+        var kept: [Span] = []
+        for span in scanner.spans.sorted(by: { $0.range.lowerBound < $1.range.lowerBound })
+        where kept.last.map({ span.range.lowerBound >= $0.range.upperBound }) ?? true {
             kept.append(span)
         }
         return kept
     }
 
-    /// `bytes` with each of `spans` replaced by `replacement`.
-    package static func replacing(_ spans: [Range<Int>], in bytes: [UInt8], with replacement: [UInt8]) -> [UInt8] {
+    /// `bytes` with each string span replaced by `replacement` and each number by `0`.
+    package static func replacing(_ spans: [Span], in bytes: [UInt8], with replacement: [UInt8]) -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(bytes.count)
         var start = 0
         for span in spans {
-            result += bytes[start..<span.lowerBound]
-            result += replacement
-            start = span.upperBound
+            result += bytes[start..<span.range.lowerBound]
+            result += span.isNumber ? [UInt8(ascii: "0")] : replacement
+            start = span.range.upperBound
         }
         return result + bytes[start...]
     }
@@ -81,9 +95,10 @@ package struct JSONSecretSpans {
                 guard peek(UInt8(ascii: ":")) else { return false }
                 index += 1
                 skipWhitespace()
-                let start = index
+                let secret = isSecret(decoded(name))
+                if secret { secretDepth += 1 }
                 guard value(depth: depth + 1) else { return false }
-                if isSecret(decoded(name)) { spans.append(start..<index) }
+                if secret { secretDepth -= 1 }
                 skipWhitespace()
                 guard index < bytes.count else { return false }
                 if bytes[index] == UInt8(ascii: ",") {
@@ -120,7 +135,11 @@ package struct JSONSecretSpans {
             // Judged when written with escapes, or when it may be a URL with a query or
             // user info (`verification_uri_complete`'s `?user_code=…`).
             let judged = bytes[range].contains { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "@") }
-            if judged, isSecretText(decoded(range)) { spans.append(range) }
+            if secretDepth > 0, !isWebURL(range) || isSecretText(decoded(range)) {
+                spans.append(Span(range: range, isNumber: false))
+            } else if judged, isSecretText(decoded(range)) {
+                spans.append(Span(range: range, isNumber: false))
+            }
             return true
         default:
             // A number, true, false or null: up to the next delimiter.
@@ -132,8 +151,18 @@ package struct JSONSecretSpans {
                 else { break }
                 index += 1
             }
+            // Inside a secret, a number is one; true, false and null say nothing.
+            if secretDepth > 0, index > start, bytes[start] == UInt8(ascii: "-") || (0x30...0x39).contains(bytes[start]) {
+                spans.append(Span(range: start..<index, isNumber: true))
+            }
             return index > start
         }
+    }
+
+    /// Whether the string at `range` is an http or https URL.
+    private func isWebURL(_ range: Range<Int>) -> Bool {
+        let text = decoded(range).lowercased()
+        return text.hasPrefix("https://") || text.hasPrefix("http://")
     }
 
     /// Reads a string; its range, quotes included.

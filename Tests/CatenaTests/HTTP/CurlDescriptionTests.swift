@@ -83,7 +83,7 @@ struct CurlDescriptionTests {
         let description = request.curlDescription
         for secret in ["hunter2", "r1", "k9"] { #expect(!description.contains(secret), "\(secret) in \(description)") }
         let redacted =
-            "{\n  \"username\": \"ann\",\n  \"password\": \"<redacted>\",\n  \"nested\": {\"Refresh_Token\": \"<redacted>\", \"x-api-key\": \"<redacted>\"}\n}"
+            "{\n  \"username\": \"ann\",\n  \"password\": \"<redacted>\",\n  \"nested\": {\"Refresh_Token\": \"<redacted>\", \"x-api-key\": [\"<redacted>\"]}\n}"
         #expect(description.hasSuffix("--data-raw " + APIRequest.shellQuoted(redacted)), "\(description)")
         #expect(request.curlDescription(redacting: nil).contains("hunter2"))
         // Cut short, the document could hide a secret past where the scanner stopped.

@@ -43,6 +43,29 @@ struct ProxyTests {
         #expect(!proxy.log.contains("/api/echo"), "the proxy saw no plaintext request")
     }
 
+    @Test("HTTPS to an IP address through a proxy is checked against that address, not the proxy's, as curl checks it")
+    func ipThroughProxy() async throws {
+        let proxy = try await ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        // A certificate for 127.0.0.1 only, on 127.0.0.2: through a proxy on 127.0.0.1,
+        // NIOSSL alone would compare it with the proxy's address and take it.
+        let wrong = try await DemoServer.start(host: "127.0.0.2", tls: DemoTLS(certificate: try TLSServers.authority.get().issue(for: ["127.0.0.1"])))
+        defer { Task { await wrong.stop() } }
+        let right = try await DemoServer.start(host: "127.0.0.2", tls: DemoTLS(certificate: try TLSServers.authority.get().issue(for: ["127.0.0.2"])))
+        defer { Task { await right.stop() } }
+        let transport = try Self.transport(ProxySettings("http://127.0.0.1:\(proxy.port)"))
+        defer { Task { try? await transport.shutdown() } }
+        let error = await #expect(throws: CatenaError.self) {
+            try await transport.load(APIRequest(url: URL(string: "https://127.0.0.2:\(wrong.port)/api/echo")!))
+        }
+        #expect(error?.code == .untrustedServer)
+        #expect(error?.detail?.contains("does not name 127.0.0.2") == true, "\(String(describing: error))")
+        #expect(await Timing.eventually(within: .seconds(5)) { proxy.log.contains("CONNECT 127.0.0.2:\(wrong.port) ") }, "through the tunnel: \(proxy.log)")
+        // The certificate that names the address is taken through the same proxy.
+        let answer = try await transport.load(APIRequest(url: URL(string: "https://127.0.0.2:\(right.port)/api/echo")!))
+        #expect(answer.status == .ok)
+    }
+
     @Test("plain HTTP through the proxy, and a wrong proxy password fails clearly without reaching the server")
     func plainAndRefused() async throws {
         let proxy = try await ProxyProcess.tinyproxy(user: Self.user, password: Self.password)

@@ -122,11 +122,12 @@ final class ClientRoutes: Sendable {
         return { channel in first(channel).flatMap { then(channel) } }
     }
 
-    /// The form a host is pinned under and looked up by: lower case, without brackets or
+    /// The form a host is pinned under and looked up by: lower case and IDNA, without brackets or
     /// trailing dots, an IP address in one spelling (`::1`, `0:0::1` and `[::1]` alike),
     /// so that no other spelling of a pinned host reaches it unchecked.
     static func pinKey(_ host: String) -> String {
-        var key = host.lowercased()
+        // The IDNA form: the name the transport connects to, whichever spelling was pinned.
+        var key = HostName.ascii(host)
         if key.hasPrefix("["), key.hasSuffix("]") { key = String(key.dropFirst().dropLast()) }
         while key.hasSuffix(".") { key.removeLast() }
         if var address = IPAddress.bytes(of: key) {

@@ -234,7 +234,7 @@ public struct ProxyBypass: Sendable, Equatable, CustomStringConvertible {
     public func matches(host: String, port: Int) -> Bool {
         if matchesAll { return true }
         guard !rules.isEmpty else { return false }
-        var name = host.lowercased()
+        var name = HostName.ascii(host)
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         if name.hasSuffix(".") { name.removeLast() }
         let address = IPAddress.bytes(of: name)
@@ -286,7 +286,7 @@ public struct ProxyBypass: Sendable, Equatable, CustomStringConvertible {
         while text.hasPrefix(".") { text = text.dropFirst() }
         while text.hasSuffix(".") { text = text.dropLast() }
         guard bits == nil, !text.isEmpty else { return nil }
-        return .domain(String(text), port: port)
+        return .domain(HostName.ascii(String(text)), port: port)
     }
 }
 

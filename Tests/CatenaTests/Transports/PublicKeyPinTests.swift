@@ -114,6 +114,25 @@ struct PublicKeyPinTests {
         #expect(routes.route(of: socket)?.pinnedHost != nil, "a request over a socket keeps its host's pins")
     }
 
+    @Test("a name beyond ASCII is pinned and routed by its IDNA form, the one the transport connects to, whichever spelling names it")
+    func internationalNames() throws {
+        #expect(HostName.ascii("Bücher.Example") == "xn--bcher-kva.example")
+        #expect(HostName.ascii("API.example.com") == "api.example.com")
+        for pinned in ["xn--bcher-kva.example", "bücher.example"] {
+            let routes = ClientRoutes(
+                base: AsyncHTTPClientTransport.defaultConfiguration, proxies: nil,
+                pins: try ClientRoutes.digests(of: ServerTrust(publicKeyPins: [pinned: [Self.stale]])))
+            for url in ["https://bücher.example/", "https://BÜCHER.example/x", "https://xn--bcher-kva.example/"] {
+                let request = try APIRequest(urlString: url)
+                #expect(routes.route(of: request)?.pinnedHost == "xn--bcher-kva.example", "\(url) is held to the pins of \(pinned)")
+            }
+        }
+        // The proxy bypass list reads both spellings alike.
+        #expect(ProxyBypass("bücher.example").matches(host: "xn--bcher-kva.example", port: 443))
+        #expect(ProxyBypass("xn--bcher-kva.example").matches(host: "shop.bücher.example", port: 443))
+        #expect(!ProxyBypass("bucher.example").matches(host: "bücher.example", port: 443))
+    }
+
     @Test("refused at setup: a pin that is no SHA-256, an empty pin set, a pin of a root's key; URLSession refuses pins")
     func refused() throws {
         let authority = try TLSServers.authority.get()

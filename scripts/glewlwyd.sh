@@ -24,7 +24,12 @@ if [[ "$step" == prepare ]]; then
     command -v "$tool" >/dev/null || { log "$tool is not installed: apt-get install glewlwyd sqlite3 jq openssl curl"; exit 1; }
   done
   rm -rf "$dir" && mkdir -p "$dir"
-  zcat /usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz | sqlite3 "$dir/glewlwyd.db"
+  # The schema, where Debian puts it (images that strip /usr/share/doc keep dbconfig's copy).
+  if [[ -f /usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz ]]; then
+    zcat /usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz | sqlite3 "$dir/glewlwyd.db"
+  else
+    sqlite3 "$dir/glewlwyd.db" </usr/share/dbconfig-common/data/glewlwyd/install/sqlite3
+  fi
   openssl genrsa -out "$dir/key.pem" 2048 2>/dev/null
   openssl rsa -in "$dir/key.pem" -pubout -out "$dir/public.pem" 2>/dev/null
   # The secure_connection_* lines must be there even with TLS off, or it does not start.

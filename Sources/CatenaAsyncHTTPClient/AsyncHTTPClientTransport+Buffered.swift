@@ -44,7 +44,7 @@ extension AsyncHTTPClientTransport {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
-                url: try Self.targetURL(of: request), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
+                url: try targetURL(of: request), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
                 body: try request.inMemoryBodyData().map { .bytes($0) })
         } catch let error as CatenaError {
             throw error

@@ -41,6 +41,24 @@ extension AsyncHTTPClientTransport {
     /// ASCII letters and digits: everything else in a socket path is percent-encoded.
     private static let unreservedASCII = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
+    /// The URL for this transport's client, after refusing HTTPS to an IP address through
+    /// a proxy of the configuration's own: Catena's routes, which check such a target's
+    /// certificate against its address, do not see that proxy, and NIOSSL would compare
+    /// the certificate with the proxy's address. (A client given with `init(client:)` is
+    /// not read: give proxies as `ProxySettings`.)
+    func targetURL(of request: APIRequest) throws(CatenaError) -> String {
+        if hasOwnProxy, request.scheme?.lowercased() == "https", let host = request.host, IPAddress.bytes(of: host) != nil,
+            request[option: UnixSocket.self] == nil
+        {
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail:
+                    "HTTPS to an IP address through the configuration's own proxy cannot be checked (the certificate would be compared with the proxy's address): give the proxy as ProxySettings, or use the server's host name"
+            )
+        }
+        return try Self.targetURL(of: request)
+    }
+
     /// The URL AsyncHTTPClient is given: the request's, or for a request over a Unix
     /// socket (`UnixSocket`) the same path and query with the socket as the host,
     /// percent-encoded, in AsyncHTTPClient's `http+unix` scheme.

@@ -55,7 +55,11 @@ final class ClientRoutes: Sendable {
         // AsyncHTTPClient gives NIOSSL no server name for an IP address, and NIOSSL then
         // checks the certificate against the channel's remote address: through a tunnel,
         // the proxy's. The route checks the target's address itself.
-        let address = proxy != nil && scheme == "https" ? IPAddress.bytes(of: Self.unbracketed(host)) : nil
+        var address = proxy != nil && scheme == "https" ? IPAddress.bytes(of: Self.unbracketed(host)) : nil
+        // An IPv4-mapped IPv6 address reaches the IPv4 host, which a certificate names in 4 bytes.
+        if let mapped = address, mapped.count == 16, mapped.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) {
+            address = Array(mapped.suffix(4))
+        }
         return Route(proxy: proxy, pinnedHost: pinnedHost, checkedAddress: address)
     }
 

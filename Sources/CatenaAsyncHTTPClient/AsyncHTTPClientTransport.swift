@@ -49,6 +49,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     private let ownsClient: Bool
     /// The clients for proxies and pinned hosts; nil when there are none.
     let routes: ClientRoutes?
+    /// Whether the owned client's configuration has a proxy of its own, which Catena's
+    /// routes do not see: HTTPS to an IP address through it is refused (see `targetURL(of:)`).
+    let hasOwnProxy: Bool
     private let isShutDown = Atomic<Bool>(false)
     /// Whether the client decodes gzip and deflate, so requests may ask for them.
     let decodesCompression: Bool
@@ -114,12 +117,16 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         let decodes = if case .enabled = configuration.decompression { true } else { false }
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
-        self.init(client: client, owns: true, decodes: decodes, traces: traces, routes: routes, timeout: timeout)
+        self.init(
+            client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil, timeout: timeout)
     }
 
-    private init(client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, timeout: Duration) {
+    private init(
+        client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false, timeout: Duration
+    ) {
         self.client = client
         self.routes = routes
+        self.hasOwnProxy = hasOwnProxy
         self.ownsClient = owns
         self.decodesCompression = decodes
         self.gathersOnEventLoop = !traces
@@ -243,7 +250,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     /// The request as AsyncHTTPClient takes it, its body opened afresh.
     func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
-        var outgoing = HTTPClientRequest(url: try Self.targetURL(of: request))
+        var outgoing = HTTPClientRequest(url: try targetURL(of: request))
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
         outgoing.headers = try headers(for: request)
         if let stream = request.body.stream {

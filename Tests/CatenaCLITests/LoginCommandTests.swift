@@ -59,6 +59,56 @@ struct LoginCommandTests {
         #expect(after.errors.contains("catena login work"), "\(after.errors)")
     }
 
+    @Test(
+        "against an OpenID provider (Glewlwyd): login --device in one command; --auth sends the token only where the login named",
+        .enabled(if: OpenIDProvider.testsRun, "apt-get install glewlwyd sqlite3 jq (.ci/run does)"))
+    func openIDProvider() async throws {
+        let provider = try await OpenIDProvider.running()
+        let api = try await TestServer.running().baseURL
+        let config = FileManager.default.temporaryDirectory.appending(path: "catena-config-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        let environment = ["XDG_CONFIG_HOME": config.path, "CATENA_TOKEN_STORAGE": "file"]
+        let login = try await CatenaCommandLine.run(
+            [
+                "login", "work", "--issuer", provider.issuer.absoluteString, "--client-id", OpenIDProvider.publicClient, "--device", "--scope", "openid",
+                "--scope", "catena", "--scope", "offline_access", "--resource", api.absoluteString,
+            ], environment: environment
+        ) { printed in
+            // Alice enters the code the command shows, at the provider's page.
+            var code: String?
+            _ = await Timing.eventually(within: .seconds(20)) {
+                code = printed().split(separator: "\n").first { $0.hasPrefix("and enter") }.map {
+                    String($0.dropFirst("and enter".count)).trimmingCharacters(in: .whitespaces)
+                }
+                return code != nil
+            }
+            try await provider.approve(userCode: try #require(code, "no code shown: \(printed())"))
+        }
+        #expect(login.status == 0, "\(login.errors)")
+        #expect(login.text.contains("Signed in") && login.text.contains("127.0.0.1:\(api.port ?? 0)"), "\(login.text)")
+
+        // The resource named at login gets the token.
+        let echo = api.appending(path: "api/echo").absoluteString
+        let call = try await CatenaCommandLine.run(["get", echo, "--auth", "work"], environment: environment)
+        #expect(call.status == 0, "\(call.errors)")
+        #expect(call.text.contains("Bearer "), "the token went to the resource")
+
+        // Another origin (the same server by another name) is refused, naming the way to allow it.
+        let other = "http://localhost:\(api.port ?? 0)/api/echo"
+        let refused = try await CatenaCommandLine.run(["get", other, "--auth", "work"], environment: environment)
+        #expect(refused.status != 0)
+        #expect(refused.errors.contains("--auth-origin"), "\(refused.errors)")
+        #expect(!refused.text.contains("Bearer "))
+        let named = try await CatenaCommandLine.run(["get", other, "--auth", "work", "--auth-origin", "localhost:\(api.port ?? 0)"], environment: environment)
+        #expect(named.status == 0 && named.text.contains("Bearer "), "\(named.errors)")
+
+        // The provider refuses a public client's revocation: the token is forgotten here all the same.
+        let logout = try await CatenaCommandLine.run(["logout", "work"], environment: environment)
+        #expect(logout.status == 0, "\(logout.errors)")
+        #expect(logout.text.contains("stays valid there until it expires"), "\(logout.text)")
+        #expect(!FileManager.default.fileExists(atPath: config.appending(path: "catena/tokens/work.json").path))
+    }
+
     @Test("`catena login demo --device` and `--pkce` sign in to the embedded demo server in one command")
     func demo() async throws {
         let config = FileManager.default.temporaryDirectory.appending(path: "catena-config-\(UUID().uuidString)")

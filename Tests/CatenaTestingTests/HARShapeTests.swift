@@ -40,13 +40,13 @@ struct HARShapeTests {
         let body = #"""
             {"user": "ann", "cookies": {"sid": "s-3cr3t", "age": 60}, "tokens": ["t-1111", "t-2222"],
              "authorization_endpoint": "https://auth.example/authorize", "pin": 123456,
-             "callback": "https://app.example/cb?access_token=leaked-1"}
+             "callback": "https://app.example/cb?access_token=leaked-1", "reset_token": "https://app.example/reset/9f8e-leaked-2"}
             """#
         mock.respond(headerFields: [.contentType: "application/json"], body: Data(body.utf8))
         let recorder = HARRecorder()
         _ = try await (recorder --> mock).load(try APIRequest(urlString: "https://api.example/session"))
         let text = try #require(recorder.har.log.entries.first?.response.content.text)
-        for secret in ["s-3cr3t", "t-1111", "t-2222", "123456", "leaked-1"] { #expect(!text.contains(secret), "\(text)") }
+        for secret in ["s-3cr3t", "t-1111", "t-2222", "123456", "leaked-1", "leaked-2"] { #expect(!text.contains(secret), "\(text)") }
         let session = try JSONDecoder().decode(Session.self, from: Data(text.utf8))
         #expect(
             session
@@ -54,6 +54,7 @@ struct HARShapeTests {
                     user: "ann", cookies: .init(sid: "<redacted>", age: 0), tokens: ["<redacted>", "<redacted>"],
                     authorization_endpoint: URL(string: "https://auth.example/authorize")!, pin: 0))
         #expect(text.contains(#""callback": "<redacted>""#), "a URL with a secret query is a secret whole")
+        #expect(text.contains(#""reset_token": "<redacted>""#), "a secret name that does not name an address keeps its URL hidden")
 
         // Replayed, it decodes with the same model.
         let replayed = try await HARReplayTransport(recorder.har).load(try APIRequest(urlString: "https://api.example/session"))

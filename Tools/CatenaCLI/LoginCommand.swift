@@ -190,6 +190,7 @@ struct LoginCommand: AsyncParsableCommand {
         if pkce {
             token = try await client.signInWithLoopback(scopes: scopes, port: redirectPort ?? 0) { url in
                 print("Open this address in a browser to sign in:\n  \(TerminalText.escaped(url.absoluteString))")
+                fflush(nil)
                 if embedded {
                     // The demo server approves by itself: this command is the browser.
                     print("(the demo server approves catena-cli by itself; following it here)")
@@ -204,6 +205,8 @@ struct LoginCommand: AsyncParsableCommand {
                 print("and enter          \(TerminalText.escaped(device.userCode))")
                 if embedded { print("(the demo server approves catena-cli by itself)") }
                 print("Waiting for the approval…")
+                // Shown now, also when standard output is a pipe (which Swift's print buffers).
+                fflush(nil)
             }
         }
         let origins = [issuer].compactMap { $0 } + resources.compactMap(URL.init(string:))

@@ -23,13 +23,15 @@ package struct JSONSecretSpans {
     private var spans: [Span] = []
     /// How many secret members the scanner is inside: their leaves are secrets.
     private var secretDepth = 0
+    /// Whether the secret member being read names URLs (`…_endpoint`, `…_uri`, `…_url`).
+    private var inURLMember = false
 
     /// The secret values in `bytes`, in order and not overlapping; nil when the text is
     /// not read. A secret member's value keeps its shape: inside an object or array only
     /// the strings and numbers are secrets, so member names and types stay (a recording
-    /// decodes with the same models). A secret member whose value is an http(s) URL is
-    /// judged by `isSecretText` (its query and user info), not by its name
-    /// (`authorization_endpoint` in OAuth metadata).
+    /// decodes with the same models). A secret member named for an address (`…_endpoint`,
+    /// `…_uri`, `…_url`) whose value is an http(s) URL is judged by `isSecretText` (its
+    /// query and user info), not by its name (`authorization_endpoint` in OAuth metadata).
     /// `isSecret` judges member names; `isSecretText` the decoded text of every string
     /// written with escapes (a server's encoder may write a secret it echoes as
     /// `p\u0026ss`, which a search of the raw text for `p&ss` misses) or holding `=`.
@@ -95,10 +97,18 @@ package struct JSONSecretSpans {
                 guard peek(UInt8(ascii: ":")) else { return false }
                 index += 1
                 skipWhitespace()
-                let secret = isSecret(decoded(name))
-                if secret { secretDepth += 1 }
+                let memberName = decoded(name)
+                let secret = isSecret(memberName)
+                let outerURLMember = inURLMember
+                if secret {
+                    secretDepth += 1
+                    inURLMember = Self.namesURL(memberName)
+                }
                 guard value(depth: depth + 1) else { return false }
-                if secret { secretDepth -= 1 }
+                if secret {
+                    secretDepth -= 1
+                    inURLMember = outerURLMember
+                }
                 skipWhitespace()
                 guard index < bytes.count else { return false }
                 if bytes[index] == UInt8(ascii: ",") {
@@ -135,7 +145,7 @@ package struct JSONSecretSpans {
             // Judged when written with escapes, or when it may be a URL with a query or
             // user info (`verification_uri_complete`'s `?user_code=…`).
             let judged = bytes[range].contains { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "@") }
-            if secretDepth > 0, !isWebURL(range) || isSecretText(decoded(range)) {
+            if secretDepth > 0, !(inURLMember && isWebURL(range)) || isSecretText(decoded(range)) {
                 spans.append(Span(range: range, isNumber: false))
             } else if judged, isSecretText(decoded(range)) {
                 spans.append(Span(range: range, isNumber: false))
@@ -157,6 +167,14 @@ package struct JSONSecretSpans {
             }
             return index > start
         }
+    }
+
+    /// Whether a member's name says its value is an address (`authorization_endpoint`,
+    /// `redirect_uri`, `token_url`): such a URL is a secret by its query, not its name;
+    /// any other secret name's URL (`reset_token`, `secret_link`) stays one whole.
+    private static func namesURL(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        return ["endpoint", "uri", "url", "uris", "urls"].contains { lowered.hasSuffix($0) }
     }
 
     /// Whether the string at `range` is an http or https URL.

@@ -132,7 +132,10 @@ extension Redaction {
     /// of server text: ``BodyScrubber`` learns the secrets.
     package func scrub(_ text: String, secretsOf request: APIRequest) -> String {
         var scrubber = BodyScrubber(redaction: self, limit: Self.scrubbedBodyLimit)
-        let body = request.body.stream == nil ? (try? request.body.producedData()) ?? nil : nil
+        // Only a form or JSON body is made again to read it: a multipart one may hold files.
+        let type = request.body.contentType.flatMap(MediaType.init)?.essence ?? ""
+        let readable = type == "application/x-www-form-urlencoded" || type == "application/json" || type.hasSuffix("+json")
+        let body = request.body.stream == nil && readable ? (try? request.body.producedData()) ?? nil : nil
         scrubber.learnSecrets(of: request, body: body)
         return scrubber.scrub(text)
     }

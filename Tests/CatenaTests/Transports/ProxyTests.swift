@@ -66,6 +66,20 @@ struct ProxyTests {
         #expect(answer.status == .ok)
     }
 
+    @Test("HTTPS to an IP address through a configuration's own proxy, which Catena's check cannot see, is refused before it is sent")
+    func ipThroughOwnProxyRefused() async throws {
+        let proxy = try await ProxyProcess.tinyproxy()
+        defer { proxy.stop() }
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.proxy = .server(host: "127.0.0.1", port: proxy.port)
+        let transport = AsyncHTTPClientTransport(configuration: configuration, timeout: .seconds(10))
+        defer { Task { try? await transport.shutdown() } }
+        let error = await #expect(throws: CatenaError.self) { try await transport.load(APIRequest(url: URL(string: "https://127.0.0.2:9/x")!)) }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.detail?.contains("ProxySettings") == true, "\(String(describing: error))")
+        #expect(!proxy.log.contains("127.0.0.2"), "nothing went to the proxy: \(proxy.log)")
+    }
+
     @Test("plain HTTP through the proxy, and a wrong proxy password fails clearly without reaching the server")
     func plainAndRefused() async throws {
         let proxy = try await ProxyProcess.tinyproxy(user: Self.user, password: Self.password)

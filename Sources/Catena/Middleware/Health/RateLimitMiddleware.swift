@@ -97,7 +97,11 @@ public struct RateLimitMiddleware: HTTPMiddleware {
         let now = clock.now()
         let held: Duration?
         if let answer, partition == nil, answer.answeringOriginKey != key {
-            origins.withState(key) { _ = $0.finish(ticket, response: nil, now: now, maxHold: maxHold) }
+            origins.withState(key) { state in
+                _ = state.finish(ticket, response: nil, now: now, maxHold: maxHold)
+                // It answered (with a redirect): its first call is no longer out learning.
+                state.learned = true
+            }
             held = origins.withState(answer.answeringOriginKey) { $0.learn(from: answer, now: now, maxHold: maxHold) }
         } else {
             held = origins.withState(key) { $0.finish(ticket, response: answer, now: now, maxHold: maxHold) }

@@ -122,7 +122,12 @@ public struct OAuth2Client: Sendable {
         var url = urls.oauth
         var request = APIRequest(.get, url: url, headerFields: [.accept: "application/json"])
         request[option: MaximumResponseSize.self] = maximumAnswer
-        var response = try await loader.load(request)
+        var response: APIResponse
+        do {
+            response = try await loader.load(request)
+        } catch let error where error.response.map({ (400..<500).contains($0.status.code) }) == true {
+            response = error.response!  // a validating loader's 404
+        }
         // Not there (404, or a 400/405 from a server that routes nothing at that path): the OpenID place.
         if (400..<500).contains(response.status.code) {
             url = urls.openID

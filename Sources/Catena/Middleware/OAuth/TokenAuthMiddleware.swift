@@ -1,15 +1,17 @@
 import Foundation
 import HTTPTypes
+import Synchronization
 
 /// Adds a bearer token to requests for the configured hosts, and refreshes it.
 ///
 /// - A missing or expired token is refreshed before the request is sent.
 /// - A request answered 401 is sent again once, after a refresh, unless the answer's
 ///   `WWW-Authenticate: Bearer` challenge says `error="insufficient_scope"` (a new
-///   token would not help: the 401 is returned as it is). A 401 for the renewed token
-///   too fails the call with ``CatenaError/Code/authenticationFailed``, and for a
-///   minute later calls answered 401 for that token fail the same way rather than
-///   spend a token request (or a refresh-token rotation) each.
+///   token would not help: the 401 is returned as it is). A token a 401 renewed is on
+///   probation until the server takes it: a 401 for it, whichever call sent it, within
+///   a minute of the renewal, fails the call with ``CatenaError/Code/authenticationFailed``
+///   instead of renewing again, so a server that refuses every token costs one token
+///   request (or refresh-token rotation) a minute, not one per call.
 /// - However many requests need a refresh at the same time, `refresh` runs once; the
 ///   others wait for it. If it fails, every waiting request fails with
 ///   ``CatenaError/Code/authenticationFailed`` carrying that error, and none is sent
@@ -80,7 +82,10 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
         var refusal: CatenaError?
         do {
             let response = try await next.load(authorized)
-            guard response.status == .unauthorized else { return response }
+            guard response.status == .unauthorized else {
+                store.confirm(token)
+                return response
+            }
             refused = response
         } catch let error where error.response?.status == .unauthorized {
             // A validating loader below turned the 401 into an error: refresh all the same.
@@ -92,20 +97,22 @@ public struct TokenAuthMiddleware: HTTPMiddleware {
             if let refusal { throw refusal }
             return refused
         }
-        if store.wasRefusedAfterRenewal(token) { throw Self.refusedRenewal(request, refused) }
+        if store.isRecentRenewal(token) { throw Self.refusedRenewal(request, refused) }
         let fresh = try await obtain(request) { try await store.refreshed(replacing: token, since: epoch, for: request) }
+        store.noteRenewal(fresh)
         authorized.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
         let answer: APIResponse
         do {
             answer = try await next.load(authorized)
         } catch let error where error.response?.status == .unauthorized {
             if BearerChallenge(in: error.response!.headerFields)?.error == "insufficient_scope" { throw error }
-            store.noteRefusedAfterRenewal(fresh)
             throw Self.refusedRenewal(request, error.response!)
         }
-        guard answer.status == .unauthorized else { return answer }
+        guard answer.status == .unauthorized else {
+            store.confirm(fresh)
+            return answer
+        }
         if BearerChallenge(in: answer.headerFields)?.error == "insufficient_scope" { return answer }
-        store.noteRefusedAfterRenewal(fresh)
         throw Self.refusedRenewal(request, answer)
     }
 
@@ -154,9 +161,9 @@ final class TokenStore: Sendable {
         /// How many resets there were: a request that began before one never starts
         /// a refresh after it (that would log the user back in).
         var resets: UInt64 = 0
-        /// A renewed token the server answered 401 too, and when: not renewed again
-        /// for a minute, so a server that refuses every token costs no token request per call.
-        var refused: (accessToken: String, at: Date)?
+        /// The last token a 401 renewed, and when: a 401 for it within a minute is a
+        /// refusal of renewed tokens, not a reason to renew again.
+        var renewed: (accessToken: String, at: Date)?
     }
 
     private let state: Locked<State>
@@ -176,23 +183,39 @@ final class TokenStore: Sendable {
     var refreshCount: Int { state.withLock { $0.refreshes } }
     var current: BearerToken? { state.withLock { $0.token } }
     var waiting: Int { state.withLock { $0.waiters.count } }
-    /// Notes that `token`, got by renewing after a 401, was answered 401 as well.
-    func noteRefusedAfterRenewal(_ token: BearerToken) {
+    /// Notes that a 401 renewed the token to `token` (once, by whichever caller got it
+    /// first): on probation until an answer other than 401 confirms it.
+    func noteRenewal(_ token: BearerToken) {
         let now = clock.now()
-        state.withLock { $0.refused = (token.accessToken, now) }
-    }
-
-    /// Whether `token` is a renewed one the server refused within the last minute.
-    func wasRefusedAfterRenewal(_ token: BearerToken) -> Bool {
-        let now = clock.now()
-        return state.withLock { state in
-            guard let refused = state.refused, refused.accessToken == token.accessToken else { return false }
-            return now.timeIntervalSince(refused.at) < Self.refusalMemory
+        state.withLock { state in
+            if state.renewed?.accessToken != token.accessToken { state.renewed = (token.accessToken, now) }
+            onProbation.store(true, ordering: .releasing)
         }
     }
 
-    /// How long a renewed token's refusal is remembered.
-    static let refusalMemory: TimeInterval = 60
+    /// Ends `token`'s probation: the server took it. One atomic load on the common path.
+    func confirm(_ token: BearerToken) {
+        guard onProbation.load(ordering: .acquiring) else { return }
+        state.withLock { state in
+            if state.renewed?.accessToken == token.accessToken { state.renewed = nil }
+            if state.renewed == nil { onProbation.store(false, ordering: .releasing) }
+        }
+    }
+
+    /// Whether a renewed token awaits its first answer other than 401.
+    private let onProbation = Atomic<Bool>(false)
+
+    /// Whether a 401 renewed the token to `token` less than ``renewalMemory`` ago.
+    func isRecentRenewal(_ token: BearerToken) -> Bool {
+        let now = clock.now()
+        return state.withLock { state in
+            guard let renewed = state.renewed, renewed.accessToken == token.accessToken else { return false }
+            return now.timeIntervalSince(renewed.at) < Self.renewalMemory
+        }
+    }
+
+    /// How long after a 401's renewal a 401 for the new token counts as a refusal of it.
+    static let renewalMemory: TimeInterval = 60
 
     /// The reset count a request starts under; hand it back to ``validToken(since:)``.
     var epoch: UInt64 { state.withLock { $0.resets } }
@@ -306,7 +329,7 @@ final class TokenStore: Sendable {
         let (task, waiters, token) = state.withLock { state -> (Task<Void, Never>?, [Waiter], BearerToken?) in
             let token = state.token
             state.token = nil
-            state.refused = nil
+            state.renewed = nil
             state.generation &+= 1
             state.resets &+= 1
             defer { state.refresh = nil; state.waiters = [:] }

@@ -37,6 +37,32 @@ struct TokenRenewalTests {
         #expect(try await chain.load(try APIRequest(.get, path: ["api", "protected", "me"])).status == .ok)
     }
 
+    @Test(
+        "20 calls at once to a server that refuses every token: one sign-in and one renewal in all, whichever call saw the renewed token refused first",
+        arguments: TransportKind.allCases)
+    func refusedAfterRenewalConcurrently(kind: TransportKind) async throws {
+        let id = OAuthFlowTests.clientID("catena-service")
+        let auth = try await middleware(id, kind: kind)
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> auth --> kind.make()
+        let codes: [CatenaError.Code?] = await withTaskGroup(of: CatenaError.Code?.self) { group in
+            for _ in 0..<20 {
+                group.addTask {
+                    do {
+                        _ = try await chain.load(try APIRequest(.get, path: ["api", "protected", "refusing"]))
+                        return nil
+                    } catch let error as CatenaError {
+                        return error.code
+                    } catch {
+                        return .invalidRequest
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(codes.count == 20 && codes.allSatisfy { $0 == .authenticationFailed }, "\(codes)")
+        #expect(try await OAuthFlowTests.stats(id).clientCredentials == 2, "a sign-in and one renewal")
+    }
+
     @Test("insufficient_scope: the 401 is the answer, and no token is fetched for it", arguments: TransportKind.allCases)
     func insufficientScope(kind: TransportKind) async throws {
         let id = OAuthFlowTests.clientID("catena-service")

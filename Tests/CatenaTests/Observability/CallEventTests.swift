@@ -6,8 +6,13 @@ import Testing
 
 /// Records the events reported to it, from any task.
 final class EventLog: Sendable {
-    private let events = Locked<[CallEvent]>([])
-    var all: [CallEvent] { events.withLock { $0 } }
+    private let events = Locked<[(at: Date, event: CallEvent)]>([])
+    var all: [CallEvent] { events.withLock { $0.map(\.event) } }
+
+    /// When the first event that `matches` was reported, if one was.
+    func firstTime(of matches: (CallEvent) -> Bool) -> Date? {
+        events.withLock { $0.first { matches($0.event) }?.at }
+    }
 
     /// A middleware that makes each request report to this log.
     var observer: some HTTPMiddleware { Observing(log: self) }
@@ -16,7 +21,7 @@ final class EventLog: Sendable {
         let log: EventLog
         func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
             var request = request
-            request.observe(CallObserver { event in log.events.withLock { $0.append(event) } })
+            request.observe(CallObserver { event in log.events.withLock { $0.append((Date(), event)) } })
             return try await next.load(request)
         }
     }

@@ -19,7 +19,8 @@ import NIOCore
 /// - `GET /api/outage?key=K&fail=SECONDS&retry-after=N`: fails with 503 and a problem
 ///   (with `Retry-After: N` when given) for SECONDS (at most 3600) after the key's first
 ///   call, then answers 200: a backend that fails for a while and recovers.
-///   `GET /api/outage/stats?key=K` counts the key's calls and failures.
+///   `GET /api/outage/stats?key=K` counts the key's calls and failures, and says when the
+///   last 64 calls arrived (`arrivals`, seconds since 1970).
 /// - `GET /api/problem`: RFC 9457's own example, a 403 with extension members.
 enum HealthRoutes {
     /// Clients and keys kept at most; the oldest go first.
@@ -36,6 +37,8 @@ enum HealthRoutes {
         var start: Date
         var calls = 0
         var failed = 0
+        /// When the last 64 calls arrived (seconds since 1970): a test tells what came when.
+        var arrivals: [Double] = []
     }
 
     /// A bounded map: inserting past `keptKeys` drops the oldest key.
@@ -119,6 +122,7 @@ enum HealthRoutes {
             let failing = flaky.withLock { flaky in
                 flaky.update(key, make: { Flaky(start: now) }) { state -> Bool in
                     state.calls += 1
+                    state.arrivals = Array((state.arrivals + [now.timeIntervalSince1970]).suffix(64))
                     let failing = now < state.start.addingTimeInterval(failFor)
                     if failing { state.failed += 1 }
                     return failing
@@ -134,8 +138,9 @@ enum HealthRoutes {
 
         api.get("outage/stats") { request, _ in
             let key = request.uri.queryParameters.get("key") ?? "default"
-            let (calls, failed) = flaky.withLock { flaky in flaky.values[key].map { ($0.calls, $0.failed) } ?? (0, 0) }
-            return try DemoRoutes.json(["calls": calls, "failed": failed])
+            let (calls, failed, arrivals) = flaky.withLock { flaky in flaky.values[key].map { ($0.calls, $0.failed, $0.arrivals) } ?? (0, 0, []) }
+            struct Stats: Encodable { let calls: Int, failed: Int, arrivals: [Double] }
+            return try DemoRoutes.json(Stats(calls: calls, failed: failed, arrivals: arrivals))
         }
 
         api.get("problem") { _, _ in

@@ -22,7 +22,11 @@ final class ManualClock: RetryClock {
 }
 
 struct LimitedStats: Decodable { let served: Int; let refused: Int }
-struct FlakyStats: Decodable { let calls: Int; let failed: Int }
+struct FlakyStats: Decodable {
+    let calls: Int
+    let failed: Int
+    let arrivals: [Double]?
+}
 
 @Suite("Rate limits kept against the demo server's quotas")
 struct RateLimitTests {

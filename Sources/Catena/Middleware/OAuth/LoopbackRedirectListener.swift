@@ -41,7 +41,7 @@ public final class LoopbackRedirectListener: Sendable {
     ///     §7.3 lets a client do. Give a fixed one for providers that compare redirect
     ///     URIs exactly, port included (and register `http://127.0.0.1:PORT/PATH`).
     ///   - path: the redirect URI's path.
-    public init(port requested: UInt16 = 0, path: String = "/callback") throws(CatenaError) {
+    public init(port: UInt16 = 0, path: String = "/callback") throws(CatenaError) {
         let path = path.hasPrefix("/") ? path : "/" + path
         func failure(_ what: String) -> CatenaError {
             CatenaError(
@@ -58,10 +58,10 @@ public final class LoopbackRedirectListener: Sendable {
         guard fd >= 0 else { throw failure("socket") }
         // A fixed port is taken again at once after the last sign-in's connections close.
         var reuse: Int32 = 1
-        if requested != 0 { _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size)) }
+        if port != 0 { _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = requested.bigEndian
+        address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         #if canImport(Darwin)
         address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
@@ -74,14 +74,14 @@ public final class LoopbackRedirectListener: Sendable {
         }
         // Non-blocking: an `accept` after `poll` never waits for a connection that went away.
         guard bound, fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else {
-            let error = requested != 0 && errno == EADDRINUSE ? failure("binding port \(requested), which is in use,") : failure("bind")
+            let error = port != 0 && errno == EADDRINUSE ? failure("binding port \(port), which is in use,") : failure("bind")
             _ = Self.closeSocket(fd)
             throw error
         }
         self.listeningSocket = fd
         self.path = path
         self.port = UInt16(bigEndian: address.sin_port)
-        self.redirectURI = URL(string: "http://127.0.0.1:\(port)\(path)")!
+        self.redirectURI = URL(string: "http://127.0.0.1:\(self.port)\(path)")!
     }
 
     deinit {

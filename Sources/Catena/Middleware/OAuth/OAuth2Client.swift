@@ -6,7 +6,7 @@ import HTTPTypes
 ///
 /// - ``clientCredentials(scopes:audience:resources:parameters:)`` for server-to-server calls;
 /// - ``authorizationRequest(redirectURI:scopes:parameters:)`` and ``exchange(_:for:)``
-///   (authorization code with PKCE), or ``signInWithLoopback(scopes:timeout:open:)``;
+///   (authorization code with PKCE), or ``signInWithLoopback(scopes:port:timeout:open:)``;
 /// - ``authorizeDevice(scopes:parameters:)`` and ``token(for:)`` (device authorization
 ///   grant, for tools without a browser);
 /// - ``refresh(_:)`` and ``revoke(_:)``.

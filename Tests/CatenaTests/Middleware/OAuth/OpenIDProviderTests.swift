@@ -10,9 +10,14 @@ import Testing
 /// `nonce` it requires, its exact redirect URIs, its empty error answers and its refusal
 /// of a public client's revocation. One provider serves the whole run.
 /// One at a time: the public client has one redirect URI, so one listener on its port.
+/// Not under ThreadSanitizer: starting the provider (a shell script, sqlite3, openssl,
+/// a dozen curl calls) beside the instrumented suite starved the demo server until
+/// other suites' pooled calls timed out (CI, 2026-11-28); the flows' Catena code runs
+/// under it in OAuthFlowTests against the demo server.
 @Suite(
     "OAuth 2 against an OpenID provider (Glewlwyd)", .serialized,
-    .enabled(if: OpenIDProvider.testsRun, "apt-get install glewlwyd sqlite3 jq (.ci/run does)"))
+    .enabled(if: OpenIDProvider.testsRun, "apt-get install glewlwyd sqlite3 jq (.ci/run does)"),
+    .enabled(if: !Timing.isThreadSanitized, "external processes starve the instrumented run; see the comment"))
 struct OpenIDProviderTests {
     @Test(
         "discovery at ISSUER/.well-known/openid-configuration; client credentials by Basic and by post; an empty 403 names its status",

@@ -164,6 +164,10 @@ extension AsyncHTTPClientTransport {
     private static let testClient: HTTPClient = {
         var configuration = AsyncHTTPClientTransport.defaultConfiguration
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        // Under ThreadSanitizer, the first seconds of the run (sixty suites starting at
+        // once against the in-process server) kept new connections waiting past the 10 s
+        // connection timeout, at stop 48's code too (2026-11-28): the suite's client waits longer.
+        if Timing.isThreadSanitized { configuration.timeout.connect = .seconds(60) }
         return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration)
     }()
 

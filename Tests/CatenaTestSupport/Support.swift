@@ -68,7 +68,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     }
 
     /// A chain to the shared demo server through this transport.
-    func chain(timeout: Duration = .seconds(30)) async throws -> any HTTPLoader {
+    func chain(timeout: Duration = Timing.isThreadSanitized ? .seconds(90) : .seconds(30)) async throws -> any HTTPLoader {
         let server = self == .asyncHTTPClientHTTPS ? try await TLSServers.running() : try await TestServer.running()
         return EnvironmentMiddleware(try #require(ServerEnvironment(baseURL: server.baseURL))) --> make(timeout: timeout)
     }

@@ -23,6 +23,8 @@ let productsOfTrait: [String: [(product: String, package: String)]] = [
         ("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"),
         ("NIOHTTP1", "swift-nio"), ("NIOFoundationCompat", "swift-nio"), ("NIOHTTPCompression", "swift-nio-extras"),
         ("NIOSOCKS", "swift-nio-extras"), ("NIOSSL", "swift-nio-ssl"), ("NIOHTTP2", "swift-nio-http2"),
+        // WebSockets: SwiftNIO's frame codec and upgrader, and the CONNECT handler for proxies.
+        ("NIOWebSocket", "swift-nio"), ("NIOTLS", "swift-nio"), ("NIOExtras", "swift-nio-extras"),
         // Already in AsyncHTTPClient's tree: to know whether the client traces.
         ("Tracing", "swift-distributed-tracing"),
     ],

@@ -66,6 +66,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// Where a buffered call starts while no other buffered call of this transport is in
     /// flight (nil when the group's `any()` is not its current loop): see `startingLoop()`.
     let homeLoop: (any EventLoop)?
+    /// The TLS settings of an owned client's configuration, which AsyncHTTPClient does
+    /// not show: WebSockets make their connections with them. Nil: the defaults.
+    let tlsConfiguration: TLSConfiguration?
+    /// WebSockets' TLS contexts, made on first use, by whether the route checks the address.
+    let webSocketContexts = Locked<[Bool: NIOSSLContext]>([:])
     /// Buffered calls between `startingLoop()` and `callEnded()`.
     private let buffersInFlight = Atomic<Int>(0)
 
@@ -118,12 +123,15 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let decodes = if case .enabled = configuration.decompression { true } else { false }
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
         self.init(
-            client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil, timeout: timeout)
+            client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil,
+            tls: configuration.tlsConfiguration, timeout: timeout)
     }
 
     private init(
-        client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false, timeout: Duration
+        client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false,
+        tls: TLSConfiguration? = nil, timeout: Duration
     ) {
+        self.tlsConfiguration = tls
         self.client = client
         self.routes = routes
         self.hasOwnProxy = hasOwnProxy
@@ -190,7 +198,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
-        try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
+        if let handoff = request[option: WebSocketUpgrade.self] {
+            return try await openWebSocket(request, handoff: handoff, timeout: request.timeout ?? timeout).head
+        }
+        return try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
             try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in
                 gathersOnEventLoop && Self.takesDelegatePath(hop) ? try await sendGathered(hop, timeout: left) : try await send(hop, timeout: left)
             }
@@ -202,7 +213,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// request's timeout covers the time to the head, `StreamIdleTimeout` the
     /// silences after it.
     public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
-        try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
+        // A WebSocket's upgrade is answered here, redirects not followed (as browsers do).
+        if let handoff = request[option: WebSocketUpgrade.self] {
+            return try await openWebSocket(request, handoff: handoff, timeout: request.timeout ?? timeout)
+        }
+        return try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
             try await Self.resendingBeforeHead(hop, within: left) { left throws(CatenaError) in
                 gathersOnEventLoop && Self.streamsThroughDelegate(hop)
                     ? try await sendStreamedThroughDelegate(hop, timeout: left) : try await sendStreaming(hop, timeout: left)

@@ -38,11 +38,18 @@ public struct APIRequest: Sendable {
     ///
     /// User information in the URL (`https://user:pass@host/`) never stays in the URL:
     /// it becomes a Basic `Authorization` header, unless the request already has one.
-    /// The fragment is dropped: it is never sent to a server.
+    /// The fragment is dropped: it is never sent to a server. A `ws` or `wss` URL is read
+    /// as `http` or `https`: a WebSocket opens with an HTTP request (see
+    /// ``HTTPLoader/webSocket(_:options:)``).
     public init(_ method: HTTPRequest.Method = .get, url: URL, headerFields: HTTPFields = [:], body: Body = .empty) {
         self.init(blank: method, headerFields: headerFields, body: body)
         let components = URLComponents(url: url, resolvingAgainstBaseURL: true)
-        self.scheme = components?.scheme?.lowercased()
+        self.scheme =
+            switch components?.scheme?.lowercased() {
+            case "ws": "http"
+            case "wss": "https"
+            case let scheme: scheme
+            }
         // Foundation keeps the brackets of an IPv6 literal; the request stores the bare
         // address and the URL assembly adds them back.
         self.host = components?.host.flatMap { host in

@@ -39,6 +39,8 @@ public struct ValidationMiddleware: HTTPMiddleware {
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
         let response = try await next.load(request)
+        // A WebSocket's upgrade succeeds with 101 and no content: HTTPLoader.webSocket checks the rest.
+        if response.status.code == 101, request.isWebSocketUpgrade { return response }
         let acceptance = request[option: Acceptance.self] ?? self.acceptance
         guard acceptance.statuses.contains(response.status.code) else {
             throw CatenaError(.unacceptableStatus, request: request, response: response)

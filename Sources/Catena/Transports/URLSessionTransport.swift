@@ -108,7 +108,8 @@ public struct URLSessionTransport: HTTPLoader {
     }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
-        try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
+        guard !request.isWebSocketUpgrade else { throw Self.refusingWebSocket(request) }
+        return try await Redirects.follow(request, defaultTimeout: timeout) { hop, left throws(CatenaError) in
             let (head, outcome) = try await send(hop, timeout: left, streaming: false)
             var response = APIResponse(status: head.status, headerFields: head.headerFields, body: outcome.body, request: hop)
             response.timing = outcome.timing
@@ -121,13 +122,22 @@ public struct URLSessionTransport: HTTPLoader {
     /// ``StreamIdleTimeout`` the silences after it; while the reader's window is full
     /// the task is suspended.
     public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
-        try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
+        guard !request.isWebSocketUpgrade else { throw Self.refusingWebSocket(request) }
+        return try await Redirects.follow(request, defaultTimeout: timeout, head: \.head, discard: { $0.body.cancel() }) { hop, left throws(CatenaError) in
             let (head, outcome) = try await send(hop, timeout: left, streaming: true)
             let body = outcome.channel.map { ResponseBody(channel: $0) } ?? ResponseBody(outcome.body)
             var response = StreamedResponse(status: head.status, headerFields: head.headerFields, body: body, request: hop)
             response.timing = outcome.timing
             return response
         }
+    }
+
+    /// URLSession's WebSocket task is missing from corelibs Foundation (its libcurl has
+    /// none); on Apple platforms it would bypass the transport's routes: both refuse.
+    private static func refusingWebSocket(_ request: APIRequest) -> CatenaError {
+        CatenaError(
+            .invalidRequest, request: request,
+            detail: "URLSessionTransport does not open WebSockets: open them through AsyncHTTPClientTransport (the CatenaAsyncHTTPClient product)")
     }
 
     /// One exchange, no redirects followed.

@@ -9,7 +9,7 @@ import NIOPosix
 final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
-    private let channel: any Channel
+    let channel: any Channel
     private let counters: Counters
     private var buffer = ByteBuffer()
     /// Once a fault has taken over the connection, nothing more is read.
@@ -24,16 +24,21 @@ final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard !done else { return }  // a fault owns the connection: input is dropped
         var incoming = unwrapInboundIn(data)
         buffer.writeBuffer(&incoming)
-        while !done, let (target, key, consumed) = nextRequest() {
+        while !done, let (target, key, webSocketKey, consumed) = nextRequest() {
             buffer.moveReaderIndex(forwardBy: consumed)
             buffer.discardReadBytes()
+            if target.hasPrefix("/ws-") {
+                done = true
+                answerWebSocket(target, key: webSocketKey ?? "")
+                return
+            }
             answer(target, idempotencyKey: key)
         }
     }
 
     /// The request target, its `Idempotency-Key`, and the bytes the request takes, once
     /// it is all here.
-    private func nextRequest() -> (String, String?, Int)? {
+    private func nextRequest() -> (String, String?, String?, Int)? {
         let view = buffer.readableBytesView
         guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
             if buffer.readableBytes > 64 * 1024 { done = true; channel.close(promise: nil) }
@@ -58,18 +63,19 @@ final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
         let total = end.upperBound - view.startIndex + length
         guard parts.count >= 2, buffer.readableBytes >= total else { return nil }
         let key = fields.first { $0.count == 2 && $0[0].lowercased() == "idempotency-key" }.map { $0[1].trimmingCharacters(in: .whitespaces) }
-        return (String(parts[1]), key, total)
+        let webSocketKey = fields.first { $0.count == 2 && $0[0].lowercased() == "sec-websocket-key" }.map { $0[1].trimmingCharacters(in: .whitespaces) }
+        return (String(parts[1]), key, webSocketKey, total)
     }
 
-    private func write(_ text: String) {
+    func write(_ text: String) {
         channel.writeAndFlush(ByteBuffer(string: text), promise: nil)
     }
 
-    private func write(_ bytes: [UInt8]) {
+    func write(_ bytes: [UInt8]) {
         channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
     }
 
-    private func closeAfter(_ text: String) {
+    func closeAfter(_ text: String) {
         done = true
         let channel = channel
         channel.writeAndFlush(ByteBuffer(string: text)).whenComplete { _ in channel.close(promise: nil) }

@@ -50,7 +50,7 @@ public struct HedgeMiddleware: HTTPMiddleware {
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
-        guard methods.contains(request.method) else { return try await next.load(request) }
+        guard methods.contains(request.method), !request.isWebSocketUpgrade else { return try await next.load(request) }
         var request = request
         // Both attempts carry one Idempotency-Key: the server must see one operation.
         _ = try request.applyIdempotencyKey()
@@ -59,7 +59,8 @@ public struct HedgeMiddleware: HTTPMiddleware {
     }
 
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
-        guard methods.contains(request.method) else { return try await next.stream(request) }
+        // A WebSocket upgrade is sent once: a hedge would open a second socket.
+        guard methods.contains(request.method), !request.isWebSocketUpgrade else { return try await next.stream(request) }
         var request = request
         _ = try request.applyIdempotencyKey()
         let streamed = try await race(

@@ -1,0 +1,105 @@
+package import Foundation
+
+/// One frame as it crossed the wire, its payload unmasked: what a transport hands the
+/// WebSocket engine and takes from it. The engine checks everything RFC 6455 asks of a
+/// server's frames; the transport only parses and masks.
+package struct WebSocketFrame: Sendable, Equatable {
+    package enum Opcode: UInt8, Sendable {
+        case continuation = 0, text = 1, binary = 2, close = 8, ping = 9, pong = 10
+    }
+
+    package var fin: Bool
+    /// RSV1, RSV2 and RSV3 as the low three bits (RSV1 = 4).
+    package var reservedBits: UInt8
+    /// The opcode as sent: unknown ones are a protocol error the engine reports.
+    package var opcode: UInt8
+    /// Whether the sender masked the frame: a server must not.
+    package var masked: Bool
+    package var payload: Data
+
+    package init(fin: Bool = true, reservedBits: UInt8 = 0, opcode: UInt8, masked: Bool = false, payload: Data = Data()) {
+        self.fin = fin
+        self.reservedBits = reservedBits
+        self.opcode = opcode
+        self.masked = masked
+        self.payload = payload
+    }
+
+    package init(_ opcode: Opcode, fin: Bool = true, payload: Data = Data()) {
+        self.init(fin: fin, opcode: opcode.rawValue, payload: payload)
+    }
+}
+
+/// The frames of one upgraded connection, as a transport gives them.
+///
+/// One task receives; any task may send (the transport keeps frames whole and in
+/// order). `close()` may be called any number of times, from any task: it ends the
+/// connection, and a `receive()` waiting then returns nil or throws.
+package protocol WebSocketFrameTransport: Sendable {
+    /// The next frame, asking the socket for more only when called (backpressure); nil
+    /// when the connection ended.
+    func receive() async throws(WebSocketTransportError) -> WebSocketFrame?
+    /// Masks and writes `frame`.
+    func send(_ frame: WebSocketFrame) async throws(WebSocketTransportError)
+    /// Closes the connection.
+    func close() async
+}
+
+/// Why a transport could not read or write a frame.
+package struct WebSocketTransportError: Error, Sendable {
+    /// For a frame the transport's parser refused: the close code that says why.
+    package var closeCode: WebSocketCloseCode?
+    package var detail: String
+    package var underlying: (any Error)?
+
+    package init(closeCode: WebSocketCloseCode? = nil, _ detail: String, underlying: (any Error)? = nil) {
+        self.closeCode = closeCode
+        self.detail = detail
+        self.underlying = underlying
+    }
+}
+
+/// What `HTTPLoader.webSocket` asks of the transport, carried down the chain on the
+/// upgrade request; the transport that opens the connection leaves it in `handoff`.
+package enum WebSocketUpgrade: RequestOption {
+    package static let defaultValue: Handoff? = nil
+
+    /// Where a transport leaves the upgraded connection. The last one left wins; one left
+    /// before it is closed (a middleware sent the upgrade again, after a 401).
+    package final class Handoff: Sendable {
+        package let options: WebSocketOptions
+        private let state = Locked<(frames: (any WebSocketFrameTransport)?, taken: Bool)>((nil, false))
+
+        package init(options: WebSocketOptions) {
+            self.options = options
+        }
+
+        /// Leaves `frames`; closes them at once when the socket's opener has already
+        /// stopped waiting.
+        package func deliver(_ frames: any WebSocketFrameTransport) async {
+            let replaced: (any WebSocketFrameTransport)? = state.withLock { state in
+                if state.taken { return frames }
+                defer { state.frames = frames }
+                return state.frames
+            }
+            await replaced?.close()
+        }
+
+        /// The connection left last, once; nil when none was.
+        func take() -> (any WebSocketFrameTransport)? {
+            state.withLock { state in
+                state.taken = true
+                defer { state.frames = nil }
+                return state.frames
+            }
+        }
+    }
+}
+
+extension APIRequest {
+    /// Whether this request asks to be upgraded to a WebSocket (see `HTTPLoader.webSocket`):
+    /// middleware that would send it twice or answer it from memory lets it pass.
+    package var isWebSocketUpgrade: Bool {
+        self[option: WebSocketUpgrade.self] != nil
+    }
+}

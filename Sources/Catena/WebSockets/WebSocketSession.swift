@@ -1,0 +1,216 @@
+import Foundation
+
+/// The engine of one ``WebSocket``: a task reads frames into messages, answers pings
+/// and the close handshake; another pings while ``WebSocketOptions/pingInterval`` says
+/// so. It ends when the connection does: `ended` runs once, the message queue finishes
+/// once, and `close()` and the reading loop both wait for that end.
+final class WebSocketSession: Sendable {
+    private struct State {
+        /// Whether a close frame was sent (by `close`, an echo, or a failure): no more
+        /// frames go out, messages that arrive are dropped.
+        var closeSent = false
+        /// Set once, when the connection ended.
+        var closed: WebSocketClose?
+        var reading: Task<Void, Never>?
+        var pinging: Task<Void, Never>?
+        /// When a frame last arrived, or the reader last waited for the loop over the
+        /// messages (a slow reader is no dead server).
+        var lastHeard = ContinuousClock.now
+        var waitingForReader = false
+    }
+
+    let frames: any WebSocketFrameTransport
+    let request: APIRequest
+    let options: WebSocketOptions
+    let queue: MessageQueue
+    private let state = Locked(State())
+
+    init(frames: any WebSocketFrameTransport, request: APIRequest, options: WebSocketOptions) {
+        self.frames = frames
+        self.request = request
+        self.options = options
+        queue = MessageQueue(limit: options.bufferedBytes, request: request)
+    }
+
+    func start() {
+        let reading = Task { await self.read() }
+        let pinging = options.pingInterval.map { interval in Task { await self.ping(every: interval) } }
+        state.withLock { state in
+            state.reading = reading
+            state.pinging = pinging
+        }
+    }
+
+    /// Whether a close frame went out or the connection ended.
+    var isClosing: Bool {
+        state.withLock { $0.closeSent || $0.closed != nil }
+    }
+
+    var closeStatus: WebSocketClose? {
+        state.withLock { $0.closed }
+    }
+
+    func nextMessage() async throws(CatenaError) -> WebSocketMessage? {
+        do {
+            return try await queue.next()
+        } catch {
+            // A reader cancelled while waiting leaves: the socket goes with it.
+            if error.code == .cancelled, Task.isCancelled { abandon() }
+            throw error
+        }
+    }
+
+    func send(_ message: WebSocketMessage) async throws(CatenaError) {
+        let closed = state.withLock { $0.closeSent || $0.closed != nil }
+        guard !closed else { throw CatenaError(.connectionLost, request: request, detail: "the WebSocket is \(closeStatus.map { "closed (\($0))" } ?? "closing")") }
+        let frame =
+            switch message {
+            case .text(let text): WebSocketFrame(.text, payload: Data(text.utf8))
+            case .binary(let data): WebSocketFrame(.binary, payload: data)
+            }
+        do {
+            try await frames.send(frame)
+        } catch {
+            throw CatenaError(.connectionLost, request: request, underlyingError: error.underlying, detail: "the WebSocket could not send: \(error.detail)")
+        }
+    }
+
+    func close(_ code: WebSocketCloseCode, reason: String) async {
+        let code = code.mayBeSent ? code : .normalClosure
+        if markCloseSent() {
+            // Messages still unread stay readable; what arrives from here is dropped, and
+            // a reading task waiting for room is let go.
+            queue.finish(nil)
+            try? await frames.send(WebSocketFrame(.close, payload: MessageAssembler.closePayload(code, reason: reason)))
+        }
+        let reading = state.withLock { $0.reading }
+        let frames = frames
+        let timeout = options.closeTimeout
+        let deadline = Task {
+            do { try await Task.sleep(for: timeout) } catch { return }
+            await frames.close()
+        }
+        await withTaskCancellationHandler {
+            await reading?.value
+        } onCancel: {
+            Task { await frames.close() }
+        }
+        deadline.cancel()
+    }
+
+    /// Closes with 1001 (going away) in the background: nobody holds the socket any more,
+    /// or its reader was cancelled.
+    func abandon() {
+        guard state.withLock({ $0.closed == nil && !$0.closeSent }) else { return }
+        Task { await self.close(.goingAway, reason: "") }
+    }
+
+    /// True the first time: this caller sends the close frame.
+    private func markCloseSent() -> Bool {
+        state.withLock { state in
+            guard !state.closeSent, state.closed == nil else { return false }
+            state.closeSent = true
+            return true
+        }
+    }
+
+    private func read() async {
+        var assembler = MessageAssembler(limit: options.maximumMessageSize)
+        while true {
+            let frame: WebSocketFrame?
+            do {
+                frame = try await frames.receive()
+            } catch {
+                if let code = error.closeCode {
+                    return await fail(code, CatenaError(.invalidResponse, request: request, underlyingError: error.underlying, detail: error.detail))
+                }
+                return await endedAbruptly(
+                    CatenaError(.connectionLost, request: request, underlyingError: error.underlying, detail: "the WebSocket's connection failed: \(error.detail)"))
+            }
+            guard let frame else {
+                return await endedAbruptly(
+                    CatenaError(.connectionLost, request: request, detail: "the server ended the WebSocket's connection without a close frame (1006)"))
+            }
+            state.withLock { $0.lastHeard = .now }
+            let event: MessageAssembler.Event
+            do {
+                event = try assembler.take(frame)
+            } catch {
+                return await fail(error.code, CatenaError(.invalidResponse, request: request, detail: error.detail))
+            }
+            switch event {
+            case .none, .pong:
+                continue
+            case .message(let message):
+                guard !state.withLock({ $0.closeSent }) else { continue }
+                state.withLock { $0.waitingForReader = true }
+                _ = await queue.push(message)
+                state.withLock { state in
+                    state.waitingForReader = false
+                    state.lastHeard = .now
+                }
+            case .ping(let payload):
+                guard !state.withLock({ $0.closeSent }) else { continue }
+                try? await frames.send(WebSocketFrame(.pong, payload: payload))
+            case .close(let close):
+                if markCloseSent() {
+                    // The echo carries the server's code, as RFC 6455 section 5.5.1 suggests.
+                    let echoed = close.code == .noStatusReceived ? nil : close.code
+                    try? await frames.send(WebSocketFrame(.close, payload: MessageAssembler.closePayload(echoed, reason: "")))
+                    let error: CatenaError? =
+                        close.isNormal
+                        ? nil
+                        : CatenaError(.connectionLost, request: request, underlyingError: close, detail: "the server closed the WebSocket with \(close)")
+                    return await end(close, error: error)
+                }
+                return await end(close, error: nil)
+            }
+        }
+    }
+
+    /// Fails the connection for a frame that broke the protocol: a close frame with
+    /// `code`, then the connection is closed without waiting (RFC 6455 section 7.1.7).
+    private func fail(_ code: WebSocketCloseCode, _ error: CatenaError) async {
+        if markCloseSent() {
+            try? await frames.send(WebSocketFrame(.close, payload: MessageAssembler.closePayload(code, reason: "")))
+            return await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: error)
+        }
+        // Already closing on our side: the end is the one asked for.
+        await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: nil)
+    }
+
+    /// The connection is over: closes it, keeps the first `close` seen, ends the
+    /// messages with `error` (nil: orderly) and stops the pings.
+    private func end(_ close: WebSocketClose, error: CatenaError?) async {
+        await frames.close()
+        let pinging = state.withLock { state in
+            if state.closed == nil { state.closed = close }
+            return state.pinging
+        }
+        pinging?.cancel()
+        queue.finish(error)
+    }
+
+    /// The connection ended without a close frame: an error, unless Catena had sent
+    /// its close and was waiting for the answer.
+    private func endedAbruptly(_ error: CatenaError) async {
+        let closing = state.withLock { $0.closeSent }
+        await end(WebSocketClose(code: .abnormalClosure), error: closing ? nil : error)
+    }
+
+    private func ping(every interval: Duration) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            guard !state.withLock({ $0.closeSent || $0.closed != nil }) else { return }
+            let sent = ContinuousClock.now
+            try? await frames.send(WebSocketFrame(.ping, payload: Data("catena".utf8)))
+            do { try await Task.sleep(for: options.pongTimeout) } catch { return }
+            let silent = state.withLock { $0.lastHeard < sent && !$0.waitingForReader && !$0.closeSent }
+            if silent {
+                let seconds = Double(options.pongTimeout.components.seconds) + Double(options.pongTimeout.components.attoseconds) / 1e18
+                let error = CatenaError(.timedOut, request: request, detail: "the server answered no ping within \(seconds) s (WebSocketOptions.pongTimeout)")
+                return await end(WebSocketClose(code: .abnormalClosure), error: error)
+            }
+        }
+    }
+}

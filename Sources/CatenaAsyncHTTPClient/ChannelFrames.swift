@@ -1,0 +1,162 @@
+#if AsyncHTTPClient
+import Catena
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOWebSocket
+
+/// The frames of an upgraded channel, as Catena's WebSocket engine takes them.
+///
+/// The channel reads only when asked (`autoRead` off): a `receive()` with nothing
+/// buffered asks for one read, and the inbox asks for more only while a receiver waits
+/// and no whole frame has come. So a slow reader stops the reads from the socket, and
+/// at most one read's frames wait here.
+final class ChannelFrames: WebSocketFrameTransport {
+    private struct State {
+        var frames: [Catena.WebSocketFrame] = []
+        var head = 0
+        /// Set once: nil for the connection's orderly end.
+        var end: WebSocketTransportError??
+        var receiver: UnsafeContinuation<Result<Catena.WebSocketFrame?, WebSocketTransportError>, Never>?
+    }
+
+    let channel: any Channel
+    private let state = Locked(State())
+
+    init(_ channel: any Channel) {
+        self.channel = channel
+    }
+
+    func receive() async throws(WebSocketTransportError) -> Catena.WebSocketFrame? {
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in
+                let now: Result<Catena.WebSocketFrame?, WebSocketTransportError>? = state.withLock { state in
+                    if state.head < state.frames.count {
+                        defer {
+                            state.head += 1
+                            if state.head == state.frames.count {
+                                state.frames.removeAll(keepingCapacity: true)
+                                state.head = 0
+                            }
+                        }
+                        return .success(state.frames[state.head])
+                    }
+                    if let end = state.end { return end.map { .failure($0) } ?? .success(nil) }
+                    state.receiver = continuation
+                    return nil
+                }
+                if let now {
+                    continuation.resume(returning: now)
+                } else {
+                    channel.read()
+                }
+            }
+        } onCancel: {
+            channel.close(promise: nil)
+        }
+        return try result.get()
+    }
+
+    func send(_ frame: Catena.WebSocketFrame) async throws(WebSocketTransportError) {
+        guard let opcode = WebSocketOpcode(encodedWebSocketOpcode: frame.opcode) else {
+            throw WebSocketTransportError("no frame with opcode \(frame.opcode) is sent")
+        }
+        let outgoing = NIOWebSocket.WebSocketFrame(
+            fin: frame.fin, opcode: opcode, maskKey: .random(), data: ByteBuffer(data: frame.payload))
+        do {
+            try await channel.writeAndFlush(outgoing).get()
+        } catch {
+            throw WebSocketTransportError("\(error)", underlying: error)
+        }
+    }
+
+    func close() async {
+        channel.close(promise: nil)
+        // Waits for the end, so a closed socket holds no descriptor.
+        try? await channel.closeFuture.get()
+    }
+
+    /// A frame from the inbox, on the event loop. True when a receiver took it.
+    fileprivate func deliver(_ frame: Catena.WebSocketFrame) {
+        let receiver = state.withLock { state in
+            guard state.end == nil else { return nil as UnsafeContinuation<Result<Catena.WebSocketFrame?, WebSocketTransportError>, Never>? }
+            if let receiver = state.receiver {
+                state.receiver = nil
+                return receiver
+            }
+            state.frames.append(frame)
+            return nil
+        }
+        receiver?.resume(returning: .success(frame))
+    }
+
+    fileprivate func finish(_ error: WebSocketTransportError?) {
+        let receiver = state.withLock { state in
+            if state.end == nil { state.end = .some(error) }
+            defer { state.receiver = nil }
+            return state.receiver
+        }
+        receiver?.resume(returning: error.map { .failure($0) } ?? .success(nil))
+    }
+
+    /// Whether a receiver waits with nothing buffered: the inbox then reads again.
+    fileprivate var isStarved: Bool {
+        state.withLock { $0.receiver != nil && $0.end == nil }
+    }
+}
+
+/// The last handler of an upgraded channel: hands its frames to a `ChannelFrames`.
+final class FrameInbox: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOWebSocket.WebSocketFrame
+    private let frames: ChannelFrames
+
+    init(_ frames: ChannelFrames) {
+        self.frames = frames
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // A connection that ended during the upgrade sends no channelInactive this way.
+        guard context.channel.isActive else { return frames.finish(nil) }
+        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        var payload = frame.data
+        if let key = frame.maskKey { payload.webSocketUnmask(key) }
+        frames.deliver(
+            Catena.WebSocketFrame(
+                fin: frame.fin, reservedBits: (frame.rsv1 ? 4 : 0) | (frame.rsv2 ? 2 : 0) | (frame.rsv3 ? 1 : 0),
+                opcode: UInt8(webSocketOpcode: frame.opcode), masked: frame.maskKey != nil,
+                payload: Data(buffer: payload, byteTransferStrategy: .automatic)))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // A frame longer than one read needs more reads before it is whole.
+        if frames.isStarved { context.read() }
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        let failure: WebSocketTransportError
+        switch error as? NIOWebSocketError {
+        case .invalidFrameLength:
+            failure = WebSocketTransportError(closeCode: .messageTooBig, "a frame is larger than WebSocketOptions.maximumMessageSize", underlying: error)
+        case .fragmentedControlFrame:
+            failure = WebSocketTransportError(closeCode: .protocolError, "a control frame is fragmented", underlying: error)
+        case .multiByteControlFrameLength:
+            failure = WebSocketTransportError(closeCode: .protocolError, "a control frame is longer than 125 bytes", underlying: error)
+        default:
+            failure = WebSocketTransportError("\(error)", underlying: error)
+        }
+        frames.finish(failure)
+        // The engine sends its close frame first when the failure has a code.
+        if failure.closeCode == nil { context.close(promise: nil) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        frames.finish(nil)
+        context.fireChannelInactive()
+    }
+}
+#endif  // AsyncHTTPClient

@@ -35,7 +35,7 @@ let productsOfTrait: [String: [(product: String, package: String)]] = [
         ("HummingbirdHTTP2", "hummingbird"), ("NIOSSL", "swift-nio-ssl"), ("X509", "swift-certificates"),
         ("Crypto", "swift-crypto"), ("SwiftASN1", "swift-asn1"), ("Logging", "swift-log"), ("NIOCore", "swift-nio"),
         ("NIOPosix", "swift-nio"), ("NIOFoundationCompat", "swift-nio"), ("ServiceLifecycle", "swift-service-lifecycle"),
-        ("CompressNIO", "compress-nio"),
+        ("CompressNIO", "compress-nio"), ("HummingbirdWebSocket", "hummingbird-websocket"),
     ],
 ]
 
@@ -100,6 +100,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/adam-fowler/compress-nio", from: "1.5.0"),

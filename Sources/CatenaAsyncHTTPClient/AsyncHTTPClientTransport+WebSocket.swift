@@ -24,27 +24,48 @@ extension AsyncHTTPClientTransport {
         guard let host = request.host, !host.isEmpty, let scheme = request.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw CatenaError(.invalidRequest, request: request, detail: "a WebSocket needs an http(s) or ws(s) URL with a host")
         }
+        // A DNS name has at most 253 bytes; SOCKS5 carries at most 255.
+        guard host.utf8.count <= 253 else {
+            throw CatenaError(.invalidRequest, request: request, detail: "the host name has \(host.utf8.count) bytes, over the 253 a DNS name may have")
+        }
+        guard knowsConfiguration else {
+            throw CatenaError(
+                .invalidRequest, request: request,
+                detail: "a transport over an HTTPClient passed in cannot open WebSockets: Catena cannot read that client's TLS and proxy settings. "
+                    + "Use AsyncHTTPClientTransport(configuration:) or AsyncHTTPClientTransport(trust:identity:proxy:)")
+        }
         if hasOwnProxy, request[option: UnixSocket.self] == nil {
             throw CatenaError(
                 .invalidRequest, request: request,
                 detail: "a WebSocket cannot go through the configuration's own proxy, which Catena cannot read: give the proxy as ProxySettings")
         }
-        let head = try upgradeHead(for: request, host: host)
+        let head = upgradeHead(for: request, host: host)
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         let started = ContinuousClock.now
-        let opened = Locked<(any Channel)?>(nil)
+        // The connection as soon as it exists: the deadline and a cancellation close it,
+        // whichever step (proxy, TLS, upgrade) it is in.
+        let opened = Locked<(channel: (any Channel)?, expiry: Scheduled<Void>?, cancelled: Bool)>((nil, nil, false))
+        let adopt: @Sendable (any Channel) -> Void = { channel in
+            let expiry = channel.eventLoop.scheduleTask(deadline: deadline) { channel.close(promise: nil) }
+            let cancelled = opened.withLock { state in
+                state.channel = channel
+                state.expiry = expiry
+                return state.cancelled
+            }
+            if cancelled { channel.close(promise: nil) }
+        }
         do {
             return try await withTaskCancellationHandler {
-                let channel = try await connect(request, host: host, isSecure: scheme == "https", deadline: deadline)
-                opened.withLock { $0 = channel }
-                // The deadline covers the upgrade too: a server that never answers it is closed.
-                let expiry = channel.eventLoop.scheduleTask(deadline: deadline) { channel.close(promise: nil) }
-                defer { expiry.cancel() }
+                let channel = try await connect(request, host: host, isSecure: scheme == "https", deadline: deadline, adopt: adopt)
+                try Task.checkCancellation()
                 let outcome = try await upgrade(channel, head: head, maximumFrameSize: handoff.options.maximumMessageSize)
                 var response: StreamedResponse
                 switch outcome {
                 case .upgraded(let response101, let frames):
-                    response = StreamedResponse(status: .switchingProtocols, headerFields: Self.fields(of: response101.headers), body: ResponseBody(Data()), request: request)
+                    // Upgraded in time: the socket lives as long as it likes from here.
+                    opened.withLock { $0.expiry }?.cancel()
+                    let (body, _) = handoff.upgradeBody(for: request)
+                    response = StreamedResponse(status: .switchingProtocols, headerFields: Self.fields(of: response101.headers), body: body, request: request)
                     await handoff.deliver(frames)
                 case .refused(let refusal):
                     let (refusedHead, body) = try await refusal.get()
@@ -57,10 +78,13 @@ extension AsyncHTTPClientTransport {
                 response.timing = ResponseTiming(started: started, headArrived: .now, bodyEnded: .now)
                 return response
             } onCancel: {
-                opened.withLock { $0 }?.close(promise: nil)
+                opened.withLock { state in
+                    state.cancelled = true
+                    return state.channel
+                }?.close(promise: nil)
             }
         } catch {
-            opened.withLock { $0 }?.close(promise: nil)
+            opened.withLock { $0.channel }?.close(promise: nil)
             if NIODeadline.now() >= deadline, !(error is CatenaError) {
                 throw CatenaError(.timedOut, request: request, underlyingError: error, detail: "the WebSocket upgrade took longer than \(timeout)")
             }
@@ -70,12 +94,12 @@ extension AsyncHTTPClientTransport {
 
     /// The upgrade's request head: the request's fields (cookies on one line), its
     /// host, and no Accept-Encoding (a WebSocket has no body to decode).
-    private func upgradeHead(for request: APIRequest, host: String) throws(CatenaError) -> HTTPRequestHead {
+    private func upgradeHead(for request: APIRequest, host: String) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         let name = host.contains(":") ? "[\(host)]" : host
         let defaultPort = request.scheme?.lowercased() == "https" ? 443 : 80
         headers.add(name: "Host", value: request.port.map { $0 == defaultPort ? name : "\(name):\($0)" } ?? name)
-        for field in request.headerFields where field.name != .cookie && field.name.canonicalName != "host" {
+        for field in request.headerFields where field.name != .cookie && !Self.upgradeOwnFields.contains(field.name.canonicalName) {
             headers.add(name: field.name.rawName, value: field.value)
         }
         if let cookie = request.headerFields[.cookie] { headers.add(name: "Cookie", value: cookie) }
@@ -84,9 +108,18 @@ extension AsyncHTTPClientTransport {
         return HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
     }
 
+    /// Fields the upgrade sets itself, or that belong to a hop (a proxy's credentials
+    /// never go through its tunnel): a request's own are not sent.
+    private static let upgradeOwnFields: Set<String> = [
+        "host", "connection", "upgrade", "proxy-authorization", "proxy-connection", "keep-alive", "te", "transfer-encoding",
+        "content-length", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-accept",
+    ]
+
     /// A connected channel to the server, through the request's proxy or Unix socket,
     /// with TLS set up and checked (pins, the address through a proxy) for https.
-    private func connect(_ request: APIRequest, host: String, isSecure: Bool, deadline: NIODeadline) async throws -> any Channel {
+    private func connect(
+        _ request: APIRequest, host: String, isSecure: Bool, deadline: NIODeadline, adopt: @Sendable (any Channel) -> Void
+    ) async throws -> any Channel {
         let port = request.port ?? (isSecure ? 443 : 80)
         let route = routes?.route(of: request)
         let bootstrap = ClientBootstrap(group: client.eventLoopGroup)
@@ -95,8 +128,10 @@ extension AsyncHTTPClientTransport {
         let channel: any Channel
         if let socket = request[option: UnixSocket.self] {
             channel = try await bootstrap.connect(unixDomainSocketPath: socket).get()
+            adopt(channel)
         } else if let proxy = route?.proxy {
             channel = try await bootstrap.connect(host: proxy.host, port: proxy.port).get()
+            adopt(channel)
             do {
                 try await tunnel(channel, through: proxy, to: host, port: port, deadline: deadline)
             } catch {
@@ -105,6 +140,7 @@ extension AsyncHTTPClientTransport {
             }
         } else {
             channel = try await bootstrap.connect(host: host, port: port).get()
+            adopt(channel)
         }
         guard isSecure else { return channel }
         do {

@@ -69,6 +69,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// The TLS settings of an owned client's configuration, which AsyncHTTPClient does
     /// not show: WebSockets make their connections with them. Nil: the defaults.
     let tlsConfiguration: TLSConfiguration?
+    /// Whether the client's configuration is known (Catena's defaults, or one it was
+    /// given): WebSockets make their own connections with its settings, so a transport
+    /// over a client passed in cannot open them.
+    let knowsConfiguration: Bool
     /// WebSockets' TLS contexts, made on first use, by whether the route checks the address.
     let webSocketContexts = Locked<[Bool: NIOSSLContext]>([:])
     /// Buffered calls between `startingLoop()` and `callEnded()`.
@@ -98,7 +102,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
     public convenience init(timeout: Duration = .seconds(60)) {
-        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, timeout: timeout)
+        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, timeout: timeout)
     }
 
     /// A transport over your client. You shut the client down when you are done.
@@ -124,14 +128,15 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
         self.init(
             client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil,
-            tls: configuration.tlsConfiguration, timeout: timeout)
+            tls: configuration.tlsConfiguration, knowsConfiguration: true, timeout: timeout)
     }
 
     private init(
         client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false,
-        tls: TLSConfiguration? = nil, timeout: Duration
+        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, timeout: Duration
     ) {
         self.tlsConfiguration = tls
+        self.knowsConfiguration = knowsConfiguration
         self.client = client
         self.routes = routes
         self.hasOwnProxy = hasOwnProxy

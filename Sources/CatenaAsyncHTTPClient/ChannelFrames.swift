@@ -57,16 +57,19 @@ final class ChannelFrames: WebSocketFrameTransport {
         return try result.get()
     }
 
-    func send(_ frame: Catena.WebSocketFrame) async throws(WebSocketTransportError) {
+    func enqueue(_ frame: Catena.WebSocketFrame) -> WebSocketWrite {
         guard let opcode = WebSocketOpcode(encodedWebSocketOpcode: frame.opcode) else {
-            throw WebSocketTransportError("no frame with opcode \(frame.opcode) is sent")
+            return WebSocketWrite { () throws(WebSocketTransportError) in throw WebSocketTransportError("no frame with opcode \(frame.opcode) is sent") }
         }
-        let outgoing = NIOWebSocket.WebSocketFrame(
-            fin: frame.fin, opcode: opcode, maskKey: .random(), data: ByteBuffer(data: frame.payload))
-        do {
-            try await channel.writeAndFlush(outgoing).get()
-        } catch {
-            throw WebSocketTransportError("\(error)", underlying: error)
+        let outgoing = NIOWebSocket.WebSocketFrame(fin: frame.fin, opcode: opcode, maskKey: .random(), data: ByteBuffer(data: frame.payload))
+        // Off the loop, writeAndFlush queues a task on it: callers' order is kept.
+        let written = channel.writeAndFlush(outgoing)
+        return WebSocketWrite { () throws(WebSocketTransportError) in
+            do {
+                try await written.get()
+            } catch {
+                throw WebSocketTransportError("\(error)", underlying: error)
+            }
         }
     }
 

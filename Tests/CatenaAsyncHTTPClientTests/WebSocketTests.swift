@@ -8,7 +8,7 @@ import Testing
 
 /// Opens `path` of the Python server through `chain` (plain AsyncHTTPClient by default).
 private func open(
-    _ server: WebSocketServerProcess, _ path: String, through chain: any HTTPLoader = AsyncHTTPClientTransport.forTests(),
+    _ server: WebSocketServerProcess, _ path: String, through chain: any HTTPLoader = AsyncHTTPClientTransport(),
     options: WebSocketOptions = WebSocketOptions()
 ) async throws -> WebSocket {
     try await chain.webSocket(try APIRequest(urlString: server.url(path)), options: options)
@@ -67,12 +67,29 @@ struct IndependentWebSocketTests {
         #expect(error?.response?.headerFields[.wwwAuthenticate]?.hasPrefix("Bearer") == true)
         let body = String(decoding: error?.response?.body ?? Data(), as: UTF8.self)
         #expect(body.contains("sign in first"))
-        let chain = RequestModifierMiddleware { $0.headerFields[.authorization] = "Bearer letmein" } --> AsyncHTTPClientTransport.forTests()
+        let chain = RequestModifierMiddleware { $0.headerFields[.authorization] = "Bearer letmein" } --> AsyncHTTPClientTransport()
         let socket = try await open(server, "/protected", through: chain)
         try await socket.send(text: "in")
         var iterator = socket.messages.makeAsyncIterator()
         #expect(try await iterator.next() == .text("in"))
         await socket.close()
+    }
+
+    @Test("a 401 at the upgrade renews the token once, as for a call, and the socket opens with the new one")
+    func renewsOn401() async throws {
+        let server = try await Self.server.value
+        let auth = TokenAuthMiddleware(hosts: ["127.0.0.1:\(server.port)"], token: BearerToken(accessToken: "stale")) { _ in
+            BearerToken(accessToken: "letmein")
+        }
+        let socket = try await open(server, "/protected", through: auth --> AsyncHTTPClientTransport())
+        #expect(auth.refreshCount == 1)
+        #expect(socket.response.request.headerFields[.authorization] == "Bearer letmein")
+        await socket.close()
+        // Not the server's origin: no token, and no renewal.
+        let other = TokenAuthMiddleware(hosts: ["example.com"], token: BearerToken(accessToken: "letmein")) { _ in BearerToken(accessToken: "letmein") }
+        let refused = await #expect(throws: CatenaError.self) { try await open(server, "/protected", through: other --> AsyncHTTPClientTransport()) }
+        #expect(refused?.response?.status.code == 401)
+        #expect(other.refreshCount == 0)
     }
 
     @Test("the upgrade carries the chain's fields, cookies on one line, and the host with its port")
@@ -82,7 +99,7 @@ struct IndependentWebSocketTests {
             request.headerFields.append(HTTPField(name: .cookie, value: "a=1"))
             request.headerFields.append(HTTPField(name: .cookie, value: "b=2"))
             request.headerFields[HTTPField.Name("X-Trace")!] = "t-1"
-        } --> AsyncHTTPClientTransport.forTests()
+        } --> AsyncHTTPClientTransport()
         let socket = try await open(server, "/headers", through: chain)
         var iterator = socket.messages.makeAsyncIterator()
         guard case .text(let json) = try await iterator.next() else { Issue.record("no text message"); return }
@@ -191,6 +208,34 @@ struct IndependentWebSocketTests {
         #expect(refused?.code == .untrustedServer)
     }
 
+    @Test("a transport over an HTTPClient passed in refuses: its TLS and proxy settings cannot be read")
+    func foreignClientRefuses() async throws {
+        let error = await #expect(throws: CatenaError.self) {
+            try await open(try await Self.server.value, "/echo", through: AsyncHTTPClientTransport.forTests())
+        }
+        #expect(error?.code == .invalidRequest)
+        #expect(error?.detail?.contains("AsyncHTTPClientTransport(configuration:)") == true)
+    }
+
+    @Test("the socket is one stream to the chain: logged when it ends, closed by a reset")
+    func socketAsStream() async throws {
+        let logs = CapturedLogs()
+        let chain = ResetGuardMiddleware() --> LogMiddleware(logger: logs.logger(level: .debug)) --> AsyncHTTPClientTransport()
+        let socket = try await open(try await Self.server.value, "/echo", through: chain)
+        try await socket.send(text: "one")
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("one"))
+        await chain.reset()
+        let error = await #expect(throws: CatenaError.self) { try await iterator.next() }
+        #expect(error?.code == .cancelled)
+        #expect(await Timing.eventually { socket.closeStatus != nil })
+        let again = try await open(try await Self.server.value, "/echo", through: chain)
+        #expect(logs.text.contains("← 101"))
+        #expect(!logs.text.contains("✓"))
+        await again.close()
+        #expect(await Timing.eventually { logs.text.contains("✓ GET http://127.0.0.1") })
+    }
+
     @Test("URLSessionTransport refuses a WebSocket, naming the transport that opens one")
     func urlSessionRefuses() async throws {
         let error = await #expect(throws: CatenaError.self) {
@@ -209,7 +254,7 @@ struct HostileWebSocketTests {
         let server = try await FaultServer.running()
         var request = APIRequest(url: server.baseURL.appending(path: fault.rawValue))
         request[option: RequestTimeout.self] = .seconds(10)
-        return try await AsyncHTTPClientTransport.forTests().webSocket(request, options: options)
+        return try await AsyncHTTPClientTransport().webSocket(request, options: options)
     }
 
     static let violations: [(MisbehavingServer.WebSocketFault, UInt16)] = [
@@ -296,7 +341,7 @@ struct HostileWebSocketTests {
         let server = try await FaultServer.running()
         var request = APIRequest(url: server.url(.silence))
         request[option: RequestTimeout.self] = .milliseconds(500)
-        let error = await #expect(throws: CatenaError.self) { try await AsyncHTTPClientTransport.forTests().webSocket(request) }
+        let error = await #expect(throws: CatenaError.self) { try await AsyncHTTPClientTransport().webSocket(request) }
         #expect(error?.code == .timedOut)
     }
 

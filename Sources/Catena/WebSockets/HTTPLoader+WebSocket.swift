@@ -73,13 +73,19 @@ extension HTTPLoader {
                 detail: "the server answered the WebSocket upgrade with \(streamed.status.code) instead of 101 Switching Protocols")
         }
         let chosen = streamed.headerFields[.secWebSocketProtocol]
+        var refusal: String?
         if let chosen, !options.subprotocols.contains(chosen) {
-            await frames.close()
-            throw CatenaError(
-                .invalidResponse, request: streamed.request, response: streamed.head,
-                detail: "the server chose the WebSocket subprotocol \"\(WebSocketClose.printable(String(chosen.prefix(80))))\", which was not offered")
+            refusal = "the server chose the WebSocket subprotocol \"\(WebSocketClose.printable(String(chosen.prefix(80))))\", which was not offered"
+        } else if streamed.headerFields[.secWebSocketExtensions] != nil {
+            // RFC 6455 section 4.1: an extension the client did not ask for fails the connection.
+            refusal = "the server answered with a WebSocket extension, and none was offered"
         }
-        return WebSocket(frames: frames, response: streamed.head, subprotocol: chosen, options: options)
+        if let refusal {
+            await frames.close()
+            streamed.body.cancel()
+            throw CatenaError(.invalidResponse, request: streamed.request, response: streamed.head, detail: refusal)
+        }
+        return WebSocket(frames: frames, response: streamed.head, subprotocol: chosen, options: options, upgradeBody: streamed.body, handoff: handoff)
     }
 
     private static var separators: Set<UInt8> { Set("()<>@,;:\\\"/[]?={}".utf8) }

@@ -13,6 +13,9 @@ final class MessageQueue: Sendable {
         /// How the queue ended once nothing is left in it: nil for an orderly end.
         var end: CatenaError??
         var consumer: UnsafeContinuation<Result<WebSocketMessage?, CatenaError>, Never>?
+        /// Which waiting `next()` the consumer is: only its own cancellation resumes it.
+        var consumerID = 0
+        var waits = 0
         var producer: UnsafeContinuation<Bool, Never>?
     }
 
@@ -84,21 +87,31 @@ final class MessageQueue: Sendable {
         case .answer(let answer): result = answer
         case .wait:
             let request = request
+            let id = state.withLock { state in
+                state.waits += 1
+                return state.waits
+            }
             result = await withTaskCancellationHandler {
                 await withUnsafeContinuation { continuation in
                     let now: Result<WebSocketMessage?, CatenaError>? = state.withLock { state in
                         if let message = take(&state) { return .success(message) }
                         if let end = state.end { return end.map { .failure($0) } ?? .success(nil) }
+                        // Checked again here: another loop may have started waiting meanwhile.
+                        if state.consumer != nil {
+                            return .failure(CatenaError(.invalidRequest, request: request, detail: "a WebSocket's messages are read by one loop at a time"))
+                        }
                         if Task.isCancelled {
                             return .failure(CatenaError(.cancelled, request: request, detail: "the task reading the WebSocket was cancelled"))
                         }
                         state.consumer = continuation
+                        state.consumerID = id
                         return nil
                     }
                     if let now { continuation.resume(returning: now) }
                 }
             } onCancel: {
-                state.withLock { state in
+                state.withLock { state -> UnsafeContinuation<Result<WebSocketMessage?, CatenaError>, Never>? in
+                    guard state.consumerID == id else { return nil }
                     defer { state.consumer = nil }
                     return state.consumer
                 }?.resume(returning: .failure(CatenaError(.cancelled, request: request, detail: "the task reading the WebSocket was cancelled")))

@@ -34,10 +34,13 @@ public final class WebSocket: Sendable {
     public let messages: Messages
     let owner: Owner
 
-    package init(frames: any WebSocketFrameTransport, response: APIResponse, subprotocol: String?, options: WebSocketOptions) {
+    package init(
+        frames: any WebSocketFrameTransport, response: APIResponse, subprotocol: String?, options: WebSocketOptions,
+        upgradeBody: ResponseBody? = nil, handoff: WebSocketUpgrade.Handoff? = nil
+    ) {
         self.response = response
         self.subprotocol = subprotocol
-        let session = WebSocketSession(frames: frames, request: response.request, options: options)
+        let session = WebSocketSession(frames: frames, request: response.request, options: options, upgradeBody: upgradeBody, handoff: handoff)
         owner = Owner(session)
         messages = Messages(owner: owner)
         session.start()

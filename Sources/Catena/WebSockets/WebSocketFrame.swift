@@ -32,17 +32,27 @@ package struct WebSocketFrame: Sendable, Equatable {
 
 /// The frames of one upgraded connection, as a transport gives them.
 ///
-/// One task receives; any task may send (the transport keeps frames whole and in
-/// order). `close()` may be called any number of times, from any task: it ends the
-/// connection, and a `receive()` waiting then returns nil or throws.
+/// One task receives; any task may write. `close()` may be called any number of times,
+/// from any task: it ends the connection, and a `receive()` waiting then returns nil or
+/// throws.
 package protocol WebSocketFrameTransport: Sendable {
     /// The next frame, asking the socket for more only when called (backpressure); nil
     /// when the connection ended.
     func receive() async throws(WebSocketTransportError) -> WebSocketFrame?
-    /// Masks and writes `frame`.
-    func send(_ frame: WebSocketFrame) async throws(WebSocketTransportError)
+    /// Masks `frame` and queues it behind every frame queued before, before it returns
+    /// (so a caller's lock orders frames); the write it returns waits until it is out.
+    func enqueue(_ frame: WebSocketFrame) -> WebSocketWrite
     /// Closes the connection.
     func close() async
+}
+
+/// A frame on its way out: `wait()` returns once it was written, or throws why not.
+package struct WebSocketWrite: Sendable {
+    package let wait: @Sendable () async throws(WebSocketTransportError) -> Void
+
+    package init(wait: @escaping @Sendable () async throws(WebSocketTransportError) -> Void) {
+        self.wait = wait
+    }
 }
 
 /// Why a transport could not read or write a frame.
@@ -67,11 +77,52 @@ package enum WebSocketUpgrade: RequestOption {
     /// Where a transport leaves the upgraded connection. The last one left wins; one left
     /// before it is closed (a middleware sent the upgrade again, after a 401).
     package final class Handoff: Sendable {
+        private struct State {
+            var frames: (any WebSocketFrameTransport)?
+            var taken = false
+            var bodyEnded = false
+            var onBodyEnded: (@Sendable () -> Void)?
+            var body: BodyChannel?
+        }
+
         package let options: WebSocketOptions
-        private let state = Locked<(frames: (any WebSocketFrameTransport)?, taken: Bool)>((nil, false))
+        private let state = Locked(State())
 
         package init(options: WebSocketOptions) {
             self.options = options
+        }
+
+        /// The body of the 101: it lasts as long as the socket, so the middleware that
+        /// watches streams (logs, metrics, a reset guard) see the socket as one; when the
+        /// chain cancels it (a reset), the socket is closed.
+        package func upgradeBody(for request: APIRequest) -> (ResponseBody, BodyChannel) {
+            let channel = BodyChannel(request: request, window: 1, idle: nil) { [weak self] in self?.bodyEnded() }
+            state.withLock { $0.body = channel }
+            return (ResponseBody(channel: channel), channel)
+        }
+
+        /// Ends the 101's body as complete: the socket has ended.
+        func finishBody() {
+            state.withLock { $0.body }?.finish()
+        }
+
+        /// Runs `hook` once when the 101's body is cancelled (at once if it was).
+        func whenBodyCancelled(_ hook: @escaping @Sendable () -> Void) {
+            let now = state.withLock { state in
+                if state.bodyEnded { return true }
+                state.onBodyEnded = hook
+                return false
+            }
+            if now { hook() }
+        }
+
+        private func bodyEnded() {
+            let hook = state.withLock { state in
+                state.bodyEnded = true
+                defer { state.onBodyEnded = nil }
+                return state.onBodyEnded
+            }
+            hook?()
         }
 
         /// Leaves `frames`; closes them at once when the socket's opener has already

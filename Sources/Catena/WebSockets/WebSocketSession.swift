@@ -2,11 +2,14 @@ import Foundation
 
 /// The engine of one ``WebSocket``: a task reads frames into messages, answers pings
 /// and the close handshake; another pings while ``WebSocketOptions/pingInterval`` says
-/// so. It ends when the connection does: `ended` runs once, the message queue finishes
-/// once, and `close()` and the reading loop both wait for that end.
+/// so. It ends when the connection does: `end` keeps the first close, finishes the
+/// message queue once and ends the 101's body; `close()` waits for the reading task.
+///
+/// Every frame goes out through `enqueue`, under the state's lock, so nothing follows
+/// a close frame (RFC 6455 section 5.5.1).
 final class WebSocketSession: Sendable {
     private struct State {
-        /// Whether a close frame was sent (by `close`, an echo, or a failure): no more
+        /// Whether a close frame was queued (by `close`, an echo, or a failure): no more
         /// frames go out, messages that arrive are dropped.
         var closeSent = false
         /// Set once, when the connection ended.
@@ -23,21 +26,30 @@ final class WebSocketSession: Sendable {
     let request: APIRequest
     let options: WebSocketOptions
     let queue: MessageQueue
+    /// The 101's body as the chain returned it, and the handoff that made it: both end
+    /// with the socket (see `WebSocketUpgrade.Handoff.upgradeBody`).
+    private let upgradeBody: ResponseBody?
+    private let handoff: WebSocketUpgrade.Handoff?
     private let state = Locked(State())
 
-    init(frames: any WebSocketFrameTransport, request: APIRequest, options: WebSocketOptions) {
+    init(
+        frames: any WebSocketFrameTransport, request: APIRequest, options: WebSocketOptions, upgradeBody: ResponseBody?,
+        handoff: WebSocketUpgrade.Handoff?
+    ) {
         self.frames = frames
+        self.handoff = handoff
         self.request = request
         self.options = options
+        self.upgradeBody = upgradeBody
         queue = MessageQueue(limit: options.bufferedBytes, request: request)
     }
 
     func start() {
-        let reading = Task { await self.read() }
-        let pinging = options.pingInterval.map { interval in Task { await self.ping(every: interval) } }
+        handoff?.whenBodyCancelled { [weak self] in self?.cancelledByChain() }
+        // Both stored before either runs: an end that comes at once still stops the pings.
         state.withLock { state in
-            state.reading = reading
-            state.pinging = pinging
+            state.reading = Task { await self.read() }
+            state.pinging = options.pingInterval.map { interval in Task { await self.ping(every: interval) } }
         }
     }
 
@@ -61,27 +73,43 @@ final class WebSocketSession: Sendable {
     }
 
     func send(_ message: WebSocketMessage) async throws(CatenaError) {
-        let closed = state.withLock { $0.closeSent || $0.closed != nil }
-        guard !closed else { throw CatenaError(.connectionLost, request: request, detail: "the WebSocket is \(closeStatus.map { "closed (\($0))" } ?? "closing")") }
         let frame =
             switch message {
             case .text(let text): WebSocketFrame(.text, payload: Data(text.utf8))
             case .binary(let data): WebSocketFrame(.binary, payload: data)
             }
+        guard let write = enqueue(frame) else {
+            throw CatenaError(.connectionLost, request: request, detail: "the WebSocket is \(closeStatus.map { "closed (\($0))" } ?? "closing")")
+        }
         do {
-            try await frames.send(frame)
+            try await write.wait()
         } catch {
             throw CatenaError(.connectionLost, request: request, underlyingError: error.underlying, detail: "the WebSocket could not send: \(error.detail)")
         }
     }
 
+    /// Queues `frame` unless a close frame went out before it; a close frame marks the
+    /// socket closing. Nil when the frame may not be sent.
+    private func enqueue(_ frame: WebSocketFrame) -> WebSocketWrite? {
+        let isClose = frame.opcode == WebSocketFrame.Opcode.close.rawValue
+        return state.withLock { state in
+            guard !state.closeSent, state.closed == nil else { return nil }
+            if isClose { state.closeSent = true }
+            return frames.enqueue(frame)
+        }
+    }
+
+    private func enqueueClose(_ code: WebSocketCloseCode?, reason: String = "") -> WebSocketWrite? {
+        enqueue(WebSocketFrame(.close, payload: MessageAssembler.closePayload(code, reason: reason)))
+    }
+
     func close(_ code: WebSocketCloseCode, reason: String) async {
         let code = code.mayBeSent ? code : .normalClosure
-        if markCloseSent() {
+        if let write = enqueueClose(code, reason: reason) {
             // Messages still unread stay readable; what arrives from here is dropped, and
             // a reading task waiting for room is let go.
             queue.finish(nil)
-            try? await frames.send(WebSocketFrame(.close, payload: MessageAssembler.closePayload(code, reason: reason)))
+            try? await write.wait()
         }
         let reading = state.withLock { $0.reading }
         let frames = frames
@@ -101,17 +129,15 @@ final class WebSocketSession: Sendable {
     /// Closes with 1001 (going away) in the background: nobody holds the socket any more,
     /// or its reader was cancelled.
     func abandon() {
-        guard state.withLock({ $0.closed == nil && !$0.closeSent }) else { return }
+        guard !isClosing else { return }
         Task { await self.close(.goingAway, reason: "") }
     }
 
-    /// True the first time: this caller sends the close frame.
-    private func markCloseSent() -> Bool {
-        state.withLock { state in
-            guard !state.closeSent, state.closed == nil else { return false }
-            state.closeSent = true
-            return true
-        }
+    /// The chain cancelled the 101's body (a reset): the loop ends with `cancelled`, the
+    /// socket closes with 1001.
+    func cancelledByChain() {
+        queue.finish(CatenaError(.cancelled, request: request, detail: "the chain was reset, or its middleware cancelled the WebSocket"))
+        abandon()
     }
 
     private func read() async {
@@ -142,7 +168,7 @@ final class WebSocketSession: Sendable {
             case .none, .pong:
                 continue
             case .message(let message):
-                guard !state.withLock({ $0.closeSent }) else { continue }
+                guard !isClosing else { continue }
                 state.withLock { $0.waitingForReader = true }
                 _ = await queue.push(message)
                 state.withLock { state in
@@ -150,37 +176,50 @@ final class WebSocketSession: Sendable {
                     state.lastHeard = .now
                 }
             case .ping(let payload):
-                guard !state.withLock({ $0.closeSent }) else { continue }
-                try? await frames.send(WebSocketFrame(.pong, payload: payload))
+                // Not awaited: a server that does not read must not stop this reader.
+                _ = enqueue(WebSocketFrame(.pong, payload: payload))
             case .close(let close):
-                if markCloseSent() {
-                    // The echo carries the server's code, as RFC 6455 section 5.5.1 suggests.
-                    let echoed = close.code == .noStatusReceived ? nil : close.code
-                    try? await frames.send(WebSocketFrame(.close, payload: MessageAssembler.closePayload(echoed, reason: "")))
-                    let error: CatenaError? =
-                        close.isNormal
-                        ? nil
-                        : CatenaError(.connectionLost, request: request, underlyingError: close, detail: "the server closed the WebSocket with \(close)")
-                    return await end(close, error: error)
+                // The echo carries the server's code, as RFC 6455 section 5.5.1 suggests.
+                let echo = enqueueClose(close.code == .noStatusReceived ? nil : close.code)
+                if let echo {
+                    try? await echo.wait()
                 }
-                return await end(close, error: nil)
+                // The server closes the connection first (RFC 6455 section 7.1.1).
+                await waitForServerToClose()
+                let error: CatenaError? =
+                    echo == nil || close.isNormal
+                    ? nil
+                    : CatenaError(.connectionLost, request: request, underlyingError: close, detail: "the server closed the WebSocket with \(close)")
+                return await end(close, error: error)
             }
         }
+    }
+
+    /// Reads (and drops) until the server closes the connection, at most the close timeout.
+    private func waitForServerToClose() async {
+        let frames = frames
+        let timeout = options.closeTimeout
+        let deadline = Task {
+            do { try await Task.sleep(for: timeout) } catch { return }
+            await frames.close()
+        }
+        while (try? await frames.receive()) != nil {}
+        deadline.cancel()
     }
 
     /// Fails the connection for a frame that broke the protocol: a close frame with
     /// `code`, then the connection is closed without waiting (RFC 6455 section 7.1.7).
     private func fail(_ code: WebSocketCloseCode, _ error: CatenaError) async {
-        if markCloseSent() {
-            try? await frames.send(WebSocketFrame(.close, payload: MessageAssembler.closePayload(code, reason: "")))
-            return await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: error)
+        guard let write = enqueueClose(code) else {
+            // Already closing on our side: the end is the one asked for.
+            return await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: nil)
         }
-        // Already closing on our side: the end is the one asked for.
-        await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: nil)
+        try? await write.wait()
+        await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: error)
     }
 
     /// The connection is over: closes it, keeps the first `close` seen, ends the
-    /// messages with `error` (nil: orderly) and stops the pings.
+    /// messages with `error` (nil: orderly), stops the pings and ends the 101's body.
     private func end(_ close: WebSocketClose, error: CatenaError?) async {
         await frames.close()
         let pinging = state.withLock { state in
@@ -189,6 +228,9 @@ final class WebSocketSession: Sendable {
         }
         pinging?.cancel()
         queue.finish(error)
+        handoff?.finishBody()
+        // Read to its end, so the middleware watching it see a stream that ended well.
+        _ = try? await upgradeBody?.collect(upTo: 1)
     }
 
     /// The connection ended without a close frame: an error, unless Catena had sent
@@ -201,9 +243,9 @@ final class WebSocketSession: Sendable {
     private func ping(every interval: Duration) async {
         while !Task.isCancelled {
             do { try await Task.sleep(for: interval) } catch { return }
-            guard !state.withLock({ $0.closeSent || $0.closed != nil }) else { return }
             let sent = ContinuousClock.now
-            try? await frames.send(WebSocketFrame(.ping, payload: Data("catena".utf8)))
+            // Not awaited: the pong's deadline starts now, written or not.
+            guard enqueue(WebSocketFrame(.ping, payload: Data("catena".utf8))) != nil else { return }
             do { try await Task.sleep(for: options.pongTimeout) } catch { return }
             let silent = state.withLock { $0.lastHeard < sent && !$0.waitingForReader && !$0.closeSent }
             if silent {

@@ -65,15 +65,24 @@ extension FaultHandler {
         case .fragmentedControl: write([0x09, 0x00])
         case .longControl: write([0x89, 0x7E, 0x00, 0x7E] + [UInt8](repeating: 0x70, count: 126))
         case .strayContinuation: write([0x80, 0x02] + Array("hi".utf8))
-        case .closeWithoutCode: write([0x81, 0x05] + Array("hello".utf8) + [0x88, 0x00])
+        case .closeWithoutCode: closeAfter([0x81, 0x05] + Array("hello".utf8) + [0x88, 0x00])
         case .closeOneByte: write([0x88, 0x01, 0x03])
         case .abnormalClose:
             let reason = Array("boom \u{1B}[31mred".utf8)
-            write([0x88, UInt8(2 + reason.count), 0x03, 0xF3] + reason)
+            closeAfter([0x88, UInt8(2 + reason.count), 0x03, 0xF3] + reason)
         case .abrupt: channel.close(promise: nil)
         case .neverCloses, .badAccept: break
         case .interleavedPing:
-            write([0x01, 0x03] + Array("hel".utf8) + [0x89, 0x02] + Array("pi".utf8) + [0x80, 0x02] + Array("lo".utf8) + [0x88, 0x02, 0x03, 0xE8])
+            closeAfter([0x01, 0x03] + Array("hel".utf8) + [0x89, 0x02] + Array("pi".utf8) + [0x80, 0x02] + Array("lo".utf8) + [0x88, 0x02, 0x03, 0xE8])
+        }
+    }
+
+    /// Writes `bytes` (ending in a close frame), then closes the connection a moment
+    /// later, as a server does once its close was answered.
+    private func closeAfter(_ bytes: [UInt8]) {
+        let channel = channel
+        channel.writeAndFlush(ByteBuffer(bytes: bytes)).whenComplete { _ in
+            channel.eventLoop.scheduleTask(in: .milliseconds(50)) { channel.close(promise: nil) }
         }
     }
 

@@ -25,7 +25,11 @@ enum DemoRoutes {
     /// The largest request body the server reads (echo routes included).
     static let maximumBodySize = 64 * 1024 * 1024
 
-    static func makeRouter(photos: PhotoSettings = PhotoSettings(), requests: RequestTally = RequestTally(), secure: Bool = false) -> Router<Context> {
+    /// The routes, and whether a bearer token is one `/oauth/token` issued and still
+    /// honours (for the WebSocket routes).
+    static func makeRouter(
+        photos: PhotoSettings = PhotoSettings(), requests: RequestTally = RequestTally(), secure: Bool = false
+    ) -> (Router<Context>, isLiveToken: @Sendable (String) -> Bool) {
         let router = Router(context: Context.self)
         router.add(middleware: CountingMiddleware(tally: requests))
         router.add(middleware: HeadMiddleware())
@@ -34,13 +38,13 @@ enum DemoRoutes {
         addUserRoutes(to: router)
         addTestRoutes(to: router)
         LoaderRoutes.add(to: router)
-        OAuthRoutes.add(to: router, scheme: secure ? "https" : "http")
+        let isLiveToken = OAuthRoutes.add(to: router, scheme: secure ? "https" : "http")
         PhotoRoutes.add(to: router, settings: photos)
         CacheRoutes.add(to: router)
         StreamRoutes.add(to: router)
         IdempotencyRoutes.add(to: router)
         HealthRoutes.add(to: router)
-        return router
+        return (router, isLiveToken)
     }
 
     // MARK: reqres.in users

@@ -32,7 +32,9 @@ enum OAuthRoutes {
     /// Who approves every authorization request.
     static let demoUser = "janet.weaver@reqres.in"
 
-    static func add(to router: Router<Context>, scheme: String = "http") {
+    /// Adds the routes; returns whether a bearer token is one they issued and still honour.
+    @discardableResult
+    static func add(to router: Router<Context>, scheme: String = "http") -> @Sendable (String) -> Bool {
         let state = State()
 
         // RFC 8414 metadata. The hostile issuer (the §3.1 path form for `<origin>/hostile-issuer`)
@@ -174,6 +176,7 @@ enum OAuthRoutes {
             response.headers[.wwwAuthenticate] = #"Bearer error="invalid_token", error_description="signed with a retired key""#
             return response
         }
+        return { token in state.tables.withLock { $0.access[token] != nil } }
     }
 
     // MARK: The token endpoint's grants

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
 import HummingbirdTLS
+import HummingbirdWebSocket
 import NIOSSL
 public import Logging
 import NIOCore
@@ -78,6 +79,11 @@ public enum DemoServer {
         address: BindAddress, photos: PhotoSettings, tls: DemoTLS?, requests: RequestTally, logger: Logger,
         onListening: @escaping @Sendable (Int) -> Void
     ) throws -> some ApplicationProtocol {
+        let (router, isLiveToken) = DemoRoutes.makeRouter(photos: photos, requests: requests, secure: tls != nil)
+        // WebSockets upgrade HTTP/1.1: offered on plain HTTP and on TLS without HTTP/2.
+        let webSockets = HTTPServerBuilder.http1WebSocketUpgrade(
+            webSocketRouter: WebSocketRoutes.makeRouter(isLiveToken: isLiveToken),
+            configuration: .init(ws: .init(maxFrameSize: WebSocketRoutes.maximumMessageSize, autoPing: .disabled)))
         let server: HTTPServerBuilder
         if let tls {
             var configuration = TLSConfiguration.makeServerConfiguration(
@@ -96,13 +102,13 @@ public enum DemoServer {
                 server = try .http2Upgrade(tlsConfiguration: configuration)
             } else {
                 configuration.applicationProtocols = ["http/1.1"]
-                server = try .tls(.http1(), tlsConfiguration: configuration)
+                server = try .tls(webSockets, tlsConfiguration: configuration)
             }
         } else {
-            server = .http1()
+            server = webSockets
         }
         return Application(
-            router: DemoRoutes.makeRouter(photos: photos, requests: requests, secure: tls != nil),
+            router: router,
             server: server,
             configuration: .init(address: address, serverName: "catena-demo"),
             onServerRunning: { channel in onListening(channel.localAddress?.port ?? 0) },

@@ -167,7 +167,8 @@ extension AsyncHTTPClientTransport {
                 let operations = channel.pipeline.syncOperations
                 try operations.addHandler(HTTPRequestEncoder(), name: "catena-connect-encoder")
                 try operations.addHandler(ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes)), name: "catena-connect-decoder")
-                try operations.addHandler(NIOHTTP1ProxyConnectHandler(targetHost: target, targetPort: port, headers: headers, deadline: deadline, promise: established))
+                try operations.addHandler(
+                    NIOHTTP1ProxyConnectHandler(targetHost: target, targetPort: port, headers: headers, deadline: deadline, promise: established))
             }.get()
             try await established.futureResult.get()
             try await channel.pipeline.removeHandler(name: "catena-connect-encoder").get()
@@ -262,7 +263,8 @@ extension AsyncHTTPClientTransport {
             return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the proxy refused the tunnel (\(error))")
         }
         if error is HTTPParserError {
-            return CatenaError(.invalidResponse, request: request, underlyingError: error, detail: "the server's answer to the WebSocket upgrade is not HTTP (\(error))")
+            return CatenaError(
+                .invalidResponse, request: request, underlyingError: error, detail: "the server's answer to the WebSocket upgrade is not HTTP (\(error))")
         }
         return map(error, request: request, timeout: timeout, limit: 64 * 1024)
     }

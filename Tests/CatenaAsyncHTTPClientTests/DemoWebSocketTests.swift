@@ -53,7 +53,8 @@ struct DemoWebSocketTests {
 
     @Test("a ticker pushes its feed and closes in order")
     func ticker() async throws {
-        let socket = try await chain(try await TestServer.running()).webSocket(try APIRequest(.get, path: ["ws", "ticker"], query: [URLQueryItem(name: "n", value: "25"), URLQueryItem(name: "ms", value: "0")]))
+        let socket = try await chain(try await TestServer.running()).webSocket(
+            try APIRequest(.get, path: ["ws", "ticker"], query: [URLQueryItem(name: "n", value: "25"), URLQueryItem(name: "ms", value: "0")]))
         var sequences: [Int] = []
         for try await message in socket.messages {
             guard case .text(let json) = message, let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {

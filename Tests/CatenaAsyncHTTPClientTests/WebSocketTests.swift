@@ -95,11 +95,12 @@ struct IndependentWebSocketTests {
     @Test("the upgrade carries the chain's fields, cookies on one line, and the host with its port")
     func upgradeFields() async throws {
         let server = try await Self.server.value
-        let chain = RequestModifierMiddleware { request in
-            request.headerFields.append(HTTPField(name: .cookie, value: "a=1"))
-            request.headerFields.append(HTTPField(name: .cookie, value: "b=2"))
-            request.headerFields[HTTPField.Name("X-Trace")!] = "t-1"
-        } --> AsyncHTTPClientTransport()
+        let chain =
+            RequestModifierMiddleware { request in
+                request.headerFields.append(HTTPField(name: .cookie, value: "a=1"))
+                request.headerFields.append(HTTPField(name: .cookie, value: "b=2"))
+                request.headerFields[HTTPField.Name("X-Trace")!] = "t-1"
+            } --> AsyncHTTPClientTransport()
         let socket = try await open(server, "/headers", through: chain)
         var iterator = socket.messages.makeAsyncIterator()
         guard case .text(let json) = try await iterator.next() else { Issue.record("no text message"); return }

@@ -41,7 +41,8 @@ extension HTTPLoader {
                 !name.isEmpty && name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && !Self.separators.contains($0) }
             }
             guard valid, Set(options.subprotocols).count == options.subprotocols.count else {
-                throw CatenaError(.invalidRequest, request: request, detail: "each WebSocket subprotocol must be a distinct token (no spaces, commas or quotes)")
+                throw CatenaError(
+                    .invalidRequest, request: request, detail: "each WebSocket subprotocol must be a distinct token (no spaces, commas or quotes)")
             }
             request.headerFields[.secWebSocketProtocol] = options.subprotocols.joined(separator: ", ")
         }

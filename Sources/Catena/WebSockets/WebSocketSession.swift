@@ -151,7 +151,8 @@ final class WebSocketSession: Sendable {
                     return await fail(code, CatenaError(.invalidResponse, request: request, underlyingError: error.underlying, detail: error.detail))
                 }
                 return await endedAbruptly(
-                    CatenaError(.connectionLost, request: request, underlyingError: error.underlying, detail: "the WebSocket's connection failed: \(error.detail)"))
+                    CatenaError(
+                        .connectionLost, request: request, underlyingError: error.underlying, detail: "the WebSocket's connection failed: \(error.detail)"))
             }
             guard let frame else {
                 return await endedAbruptly(

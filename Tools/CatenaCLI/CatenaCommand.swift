@@ -11,7 +11,9 @@ struct CatenaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "catena",
         abstract: "Calls any API through a Catena chain, runs the demos against an embedded demo API server, or serves it.",
-        subcommands: [Demo.self, Serve.self, RequestCommand.self, GetCommand.self, PostCommand.self, LoginCommand.self, LogoutCommand.self]
+        subcommands: [
+            Demo.self, Serve.self, RequestCommand.self, GetCommand.self, PostCommand.self, WebSocketCommand.self, LoginCommand.self, LogoutCommand.self,
+        ]
     )
 }
 

@@ -258,30 +258,7 @@ struct RequestCall: ParsableArguments {
             downloadProgress = display
         }
 
-        if let unixSocket { request[option: UnixSocket.self] = unixSocket }
-        let (transport, shutdown) = try makeTransport(host: request.host ?? "")
-        var chain: any HTTPLoader = transport
-        if let recorder { chain = recorder --> chain }
-        if curl { chain = CurlPrinter() --> chain }
-        if verbose {
-            var logger = Logger(label: "catena") { StandardErrorLogHandler(label: $0) }
-            logger.logLevel = .debug
-            chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
-        }
-        if let auth {
-            // The token goes only to the origins the login recorded and those named here; its
-            // refreshes go through the same chain (logged and recorded, redacted).
-            let login = try SavedLogin.load(auth)
-            let allowed = Set(login.origins + authOrigins.map { $0.lowercased() })
-            let url = try request.url()
-            guard allowed.contains(SavedLogin.origin(of: url)) || allowed.contains(url.host?.lowercased() ?? "") && url.port == nil else {
-                throw CommandFailure(
-                    "the sign-in \(auth) is for \(login.origins.joined(separator: ", ")); to send its token to \(TerminalText.escaped(request.originName)) too, add --auth-origin \(TerminalText.escaped(request.originName))"
-                )
-            }
-            chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
-        }
-        if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
+        var (chain, shutdown) = try makeChain(for: &request, recorder: recorder, redaction: redaction)
         let report = trace ? TraceReport() : nil
         if let report { chain = report.instrument(chain) }
 
@@ -335,9 +312,42 @@ struct RequestCall: ParsableArguments {
         return status
     }
 
+    /// The chain the options ask for, ending in their transport, and how to shut it down:
+    /// recording, `--curl`, `-v`, `--auth` and `--retry` in front. Sets the request's
+    /// Unix socket.
+    func makeChain(
+        for request: inout APIRequest, recorder: HARRecorder?, redaction: Redaction
+    ) throws -> (any HTTPLoader, @Sendable () async throws -> Void) {
+        if let unixSocket { request[option: UnixSocket.self] = unixSocket }
+        let (transport, shutdown) = try makeTransport(host: request.host ?? "")
+        var chain: any HTTPLoader = transport
+        if let recorder { chain = recorder --> chain }
+        if curl { chain = CurlPrinter() --> chain }
+        if verbose {
+            var logger = Logger(label: "catena") { StandardErrorLogHandler(label: $0) }
+            logger.logLevel = .debug
+            chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
+        }
+        if let auth {
+            // The token goes only to the origins the login recorded and those named here; its
+            // refreshes go through the same chain (logged and recorded, redacted).
+            let login = try SavedLogin.load(auth)
+            let allowed = Set(login.origins + authOrigins.map { $0.lowercased() })
+            let url = try request.url()
+            guard allowed.contains(SavedLogin.origin(of: url)) || allowed.contains(url.host?.lowercased() ?? "") && url.port == nil else {
+                throw CommandFailure(
+                    "the sign-in \(auth) is for \(login.origins.joined(separator: ", ")); to send its token to \(TerminalText.escaped(request.originName)) too, add --auth-origin \(TerminalText.escaped(request.originName))"
+                )
+            }
+            chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
+        }
+        if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
+        return (chain, shutdown)
+    }
+
     /// Appends what `recorder` holds to the HAR file, after the call's output; a failure
     /// is reported on standard error and leaves the exit status to the call.
-    private func appendRecording(_ recorder: HARRecorder?) {
+    func appendRecording(_ recorder: HARRecorder?) {
         guard let recorder, let har, !recorder.har.log.entries.isEmpty else { return }
         do throws(HARError) {
             try HAR.append(recorder.har.log.entries, toFileAt: URL(fileURLWithPath: har))

@@ -22,6 +22,8 @@ enum ExitStatus: Int32, CaseIterable {
     case timedOut = 28
     /// The TLS handshake failed for another reason than trust (curl's 35).
     case tlsHandshake = 35
+    /// The server closed a WebSocket with a code other than 1000 or 1001.
+    case webSocketClosed = 9
     /// The server's certificate was not trusted (curl's 60).
     case untrustedServer = 60
 
@@ -41,6 +43,8 @@ enum ExitStatus: Int32, CaseIterable {
         case .untrustedServer: .untrustedServer
         case .invalidResponse: .invalidResponse
         case .invalidRequest: .invalidInput
+        // A refused WebSocket upgrade: its status says how.
+        case .unacceptableStatus: error.response.map { of(status: $0.status.code) } ?? .failure
         default: .failure
         }
     }

@@ -31,6 +31,29 @@ public struct HAR: Codable, Sendable, Equatable {
         /// Catena's error code when the exchange failed without a response (HAR's
         /// custom fields start with an underscore).
         public var _error: String?
+        /// "websocket" for a WebSocket's upgrade, as Chrome writes it.
+        public var _resourceType: String? = nil
+        /// A WebSocket's messages, in Chrome's form.
+        public var _webSocketMessages: [WebSocketMessage]? = nil
+    }
+
+    /// A WebSocket message as Chrome's developer tools record it.
+    public struct WebSocketMessage: Codable, Sendable, Equatable {
+        /// "send" or "receive".
+        public var type: String
+        /// Seconds since 1970.
+        public var time: Double
+        /// 1 for text, 2 for binary.
+        public var opcode: Int
+        /// The text, or for binary the base64 of the bytes.
+        public var data: String
+
+        public init(type: String, time: Double, opcode: Int, data: String) {
+            self.type = type
+            self.time = time
+            self.opcode = opcode
+            self.data = data
+        }
     }
 
     public struct Request: Codable, Sendable, Equatable {
@@ -180,6 +203,8 @@ extension HAR.Entry {
         cache = HAR.Cache()
         timings = try c.value(.timings, or: HAR.Timings(blocked: -1, dns: -1, connect: -1, ssl: -1, send: -1, wait: -1, receive: -1))
         _error = try c.decodeIfPresent(String.self, forKey: ._error)
+        _resourceType = try c.decodeIfPresent(String.self, forKey: ._resourceType)
+        _webSocketMessages = try c.decodeIfPresent([HAR.WebSocketMessage].self, forKey: ._webSocketMessages)
     }
 }
 

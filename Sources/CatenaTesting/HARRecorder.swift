@@ -27,8 +27,23 @@ import HTTPTypes
 /// `recordsUnreadableBodies` asks for binary bodies as base64. Streamed bodies are not
 /// recorded, only their size where known.
 /// At most `maximumEntries` are kept; later ones are counted in ``droppedEntries``.
+///
+/// A WebSocket's upgrade is an entry of `_resourceType` "websocket" whose
+/// `_webSocketMessages` hold the messages sent and received, as Chrome records them:
+/// text scrubbed as bodies are (JSON secrets by name, values the request carried),
+/// binary as base64 only with `recordsUnreadableBodies`; at most
+/// ``maximumWebSocketMessages`` a socket.
 public final class HARRecorder: HTTPMiddleware {
-    private let entries = Locked<(kept: [HAR.Entry], dropped: Int)>(([], 0))
+    private struct Entries {
+        var kept: [HAR.Entry] = []
+        var dropped = 0
+        /// The messages of the sockets among `kept`, by index.
+        var sockets: [Int: SocketMessages] = [:]
+    }
+
+    private let entries = Locked(Entries())
+    /// The most messages recorded for one socket; later ones are not recorded.
+    public static let maximumWebSocketMessages = 10_000
     private let maximumEntries: Int
     private let maximumBodyBytes: Int
     private let recordsUnreadableBodies: Bool
@@ -48,14 +63,21 @@ public final class HARRecorder: HTTPMiddleware {
     }
 
     /// The exchanges recorded so far, oldest first.
-    public var har: HAR { HAR(entries: entries.withLock { $0.kept }) }
+    public var har: HAR {
+        let (kept, sockets) = entries.withLock { ($0.kept, $0.sockets) }
+        var filled = kept
+        for (index, socket) in sockets where index < filled.count {
+            filled[index]._webSocketMessages = socket.messages
+        }
+        return HAR(entries: filled)
+    }
 
     /// The exchanges not kept because `maximumEntries` were.
     public var droppedEntries: Int { entries.withLock { $0.dropped } }
 
     /// Forgets every recorded exchange.
     public func removeAll() {
-        entries.withLock { $0 = ([], 0) }
+        entries.withLock { $0 = Entries() }
     }
 
     public func load(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> APIResponse {
@@ -65,15 +87,28 @@ public final class HARRecorder: HTTPMiddleware {
     }
 
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
-        try await recording(request, send: { () async throws(CatenaError) -> StreamedResponse in try await next.stream(request) }) {
-            ($0.head, nil, "streamed: the body is not recorded")
+        guard request.isWebSocketUpgrade else {
+            return try await recording(request, send: { () async throws(CatenaError) -> StreamedResponse in try await next.stream(request) }) {
+                ($0.head, nil, "streamed: the body is not recorded")
+            }
+        }
+        // The socket's messages are recorded as they cross it, scrubbed with what this request carried.
+        var scrubber = BodyScrubber(redaction: Redaction.effective(for: request), limit: maximumBodyBytes, keepsUnreadable: recordsUnreadableBodies)
+        scrubber.learnSecrets(of: request, body: nil)
+        let socket = SocketMessages(scrubber: scrubber)
+        var observed = request
+        observed[option: WebSocketObservers.self].append { socket.record($0) }
+        return try await recording(
+            observed, send: { () async throws(CatenaError) -> StreamedResponse in try await next.stream(observed) }, socket: socket
+        ) {
+            ($0.head, nil, $0.status.code == 101 ? "a WebSocket: its messages are in _webSocketMessages" : nil)
         }
     }
 
     /// Sends `request` with `send` and records the exchange: what `describe` makes of
     /// the answer (the response, its body if it has one, a comment), or the failure.
     private func recording<Answer>(
-        _ request: APIRequest, send: () async throws(CatenaError) -> Answer,
+        _ request: APIRequest, send: () async throws(CatenaError) -> Answer, socket: SocketMessages? = nil,
         describe: (Answer) -> (response: APIResponse, body: Data?, comment: String?)
     ) async throws(CatenaError) -> Answer {
         let started = Date(), clock = ContinuousClock.now
@@ -83,7 +118,7 @@ public final class HARRecorder: HTTPMiddleware {
             let (response, body, comment) = describe(answer)
             record(
                 request, sentBody, started: started, elapsed: ContinuousClock.now - clock,
-                response: response, body: body, comment: comment)
+                response: response, body: body, comment: comment, socket: response.status.code == 101 ? socket : nil)
             return answer
         } catch {
             record(
@@ -102,7 +137,7 @@ public final class HARRecorder: HTTPMiddleware {
 
     private func record(
         _ request: APIRequest, _ sentBody: Data?, started: Date, elapsed: Duration,
-        response: APIResponse?, body: Data?, comment: String?, error: CatenaError.Code? = nil
+        response: APIResponse?, body: Data?, comment: String?, error: CatenaError.Code? = nil, socket: SocketMessages? = nil
     ) {
         let redaction = Redaction.effective(for: request)
         let requestType = request.headerFields[.contentType] ?? request.body.contentType ?? "application/octet-stream"
@@ -138,13 +173,15 @@ public final class HARRecorder: HTTPMiddleware {
         let timing = response?.timing
         let wait = timing.map { Self.milliseconds($0.timeToFirstByte) } ?? Self.milliseconds(elapsed)
         let receive = timing?.bodyDuration.map(Self.milliseconds) ?? 0
-        let entry = HAR.Entry(
+        var entry = HAR.Entry(
             startedDateTime: Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(started),
             time: wait + receive, request: harRequest, response: harResponse, cache: HAR.Cache(),
             timings: HAR.Timings(blocked: -1, dns: -1, connect: -1, ssl: -1, send: 0, wait: wait, receive: receive),
             _error: error?.rawValue)
+        if request.isWebSocketUpgrade { entry._resourceType = "websocket" }
         entries.withLock { entries in
             if entries.kept.count < maximumEntries {
+                if let socket { entries.sockets[entries.kept.count] = socket }
                 entries.kept.append(entry)
             } else {
                 entries.dropped += 1
@@ -164,5 +201,41 @@ public final class HARRecorder: HTTPMiddleware {
     private static func milliseconds(_ duration: Duration) -> Double {
         // Microsecond precision is plenty for a viewer.
         ((Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15) * 1000).rounded() / 1000
+    }
+}
+
+/// The messages of one recorded socket, scrubbed as they are added.
+final class SocketMessages: Sendable {
+    private let scrubber: BodyScrubber
+    private let state = Locked<(messages: [HAR.WebSocketMessage], dropped: Int)>(([], 0))
+
+    init(scrubber: BodyScrubber) {
+        self.scrubber = scrubber
+    }
+
+    var messages: [HAR.WebSocketMessage] {
+        state.withLock { $0.messages }
+    }
+
+    func record(_ event: WebSocketMessageEvent) {
+        let (opcode, bytes): (Int, Data) =
+            switch event.message {
+            case .text(let text): (1, Data(text.utf8))
+            case .binary(let data): (2, data)
+            }
+        let data: String =
+            switch scrubber.scrub(body: bytes, contentType: nil) {
+            case .text(let text, _): text
+            case .binary(let data, _): data.base64EncodedString()
+            case .omitted(let reason): "(not recorded: \(reason))"
+            }
+        let message = HAR.WebSocketMessage(type: event.sent ? "send" : "receive", time: event.time.timeIntervalSince1970, opcode: opcode, data: data)
+        state.withLock { state in
+            if state.messages.count < HARRecorder.maximumWebSocketMessages {
+                state.messages.append(message)
+            } else {
+                state.dropped += 1
+            }
+        }
     }
 }

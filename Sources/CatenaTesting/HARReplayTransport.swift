@@ -26,7 +26,13 @@ public final class HARReplayTransport: HTTPLoader {
 
     /// A transport answering from `har`'s entries.
     public init(_ har: HAR) {
-        entries = har.log.entries.map { ($0.request.method.uppercased(), $0.request.url, $0) }
+        // A browser records a WebSocket's URL as ws or wss: Catena sends its upgrade as http or https.
+        entries = har.log.entries.map { entry in
+            var url = entry.request.url
+            if url.lowercased().hasPrefix("ws://") { url = "http://" + url.dropFirst(5) }
+            if url.lowercased().hasPrefix("wss://") { url = "https://" + url.dropFirst(6) }
+            return (entry.request.method.uppercased(), url, entry)
+        }
     }
 
     /// A transport answering from the HAR file at `url`.
@@ -40,6 +46,37 @@ public final class HARReplayTransport: HTTPLoader {
     public var receivedRequests: [APIRequest] { requests.withLock { $0 } }
 
     public func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        try await answer(request).response
+    }
+
+    /// A WebSocket's upgrade recorded with its messages (by ``HARRecorder``, or a
+    /// browser) opens a socket that replays them: the messages received before the
+    /// first one sent arrive at once, and each message the client sends is answered by
+    /// those that followed it in the recording. Anything else is answered as by `load`.
+    public func stream(_ request: APIRequest) async throws(CatenaError) -> StreamedResponse {
+        let (response, entry) = try await answer(request)
+        if let handoff = request[option: WebSocketUpgrade.self], response.status.code == 101 {
+            var steps: [WebSocketScript.Step] = []
+            for message in entry._webSocketMessages ?? [] {
+                if message.type == "send" {
+                    steps.append(.send)
+                } else if message.opcode == 2 {
+                    guard let data = Data(base64Encoded: message.data) else {
+                        throw CatenaError(
+                            .invalidResponse, request: request,
+                            detail: "the HAR entry's binary WebSocket message was left out or is not base64: record it with recordsUnreadableBodies: true")
+                    }
+                    steps.append(.receive(.binary(data)))
+                } else {
+                    steps.append(.receive(.text(message.data)))
+                }
+            }
+            await handoff.deliver(WebSocketScript(steps).frames())
+        }
+        return StreamedResponse(complete: response)
+    }
+
+    private func answer(_ request: APIRequest) async throws(CatenaError) -> (response: APIResponse, entry: HAR.Entry) {
         requests.withLock { $0.append(request) }
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         // The URL as sent first (a browser's file keeps `?code=FR` and `?code=US` apart,
@@ -110,6 +147,6 @@ public final class HARReplayTransport: HTTPLoader {
                 CatenaError.Code(rawValue: code), request: request, response: response,
                 detail: "replayed from the HAR archive")
         }
-        return response
+        return (response, entry)
     }
 }

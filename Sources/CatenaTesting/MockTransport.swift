@@ -99,6 +99,21 @@ public final class MockTransport: HTTPLoader {
         respond(status: status, headerFields: [.contentType: "application/json"], body: Data(json.utf8))
     }
 
+    /// Answers a WebSocket upgrade (``HTTPLoader/webSocket(_:options:)``) whose path
+    /// matches `pattern` (as for ``on(_:_:_:)``) with 101 and a connection that plays
+    /// `script`, a fresh one each time. Any other request to that path gets 426 Upgrade
+    /// Required, as a WebSocket endpoint answers.
+    public func onWebSocket(_ pattern: String, _ script: WebSocketScript) {
+        on(.get, pattern) { request throws(CatenaError) in
+            guard let handoff = request[option: WebSocketUpgrade.self] else {
+                return APIResponse(
+                    status: .init(code: 426, reasonPhrase: "Upgrade Required"), headerFields: [.upgrade: "websocket"], body: Data(), request: request)
+            }
+            await handoff.deliver(script.frames())
+            return APIResponse(status: .switchingProtocols, headerFields: [.upgrade: "websocket", .connection: "Upgrade"], body: Data(), request: request)
+        }
+    }
+
     /// Queues a failure with this code.
     public func fail(_ code: CatenaError.Code, detail: String? = nil) {
         enqueue { request throws(CatenaError) in throw CatenaError(code, request: request, detail: detail) }

@@ -26,7 +26,7 @@ private func drain(_ socket: WebSocket) async -> ([WebSocketMessage], CatenaErro
 }
 
 /// Against a WebSocket server the project did not write: Python's `websockets`.
-@Suite("WebSockets against Python's websockets", .enabled(if: WebSocketServerProcess.testsRun), .serialized)
+@Suite("WebSockets against Python's websockets", .enabled(if: WebSocketServerProcess.testsRun), .serialized, .timeLimit(.minutes(3)))
 struct IndependentWebSocketTests {
     static let server = Task { try await WebSocketServerProcess.start() }
 
@@ -249,7 +249,7 @@ struct IndependentWebSocketTests {
 
 /// Against the misbehaving server: every way a server can break RFC 6455 ends in a
 /// clear error and a close code, with bounded memory and no hang.
-@Suite("WebSockets against a misbehaving server")
+@Suite("WebSockets against a misbehaving server", .timeLimit(.minutes(3)))
 struct HostileWebSocketTests {
     private static func open(_ fault: MisbehavingServer.WebSocketFault, options: WebSocketOptions = WebSocketOptions()) async throws -> WebSocket {
         let server = try await FaultServer.running()

@@ -5,7 +5,7 @@ import Testing
 @testable import CatenaTestSupport
 
 /// `catena ws` as a user runs it, against the demo and the misbehaving server.
-@Suite("catena ws")
+@Suite("catena ws", .timeLimit(.minutes(3)))
 struct WebSocketCommandTests {
     @Test("lines of standard input go out as messages and the echoes come out, one a line; exit 0")
     func echo() async throws {

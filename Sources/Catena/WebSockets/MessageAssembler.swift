@@ -1,10 +1,10 @@
-import Foundation
+package import Foundation
 
 /// Reads a server's frames into messages, enforcing RFC 6455: unmasked frames, no
 /// reserved bits or opcodes, whole small control frames between fragments, one message
 /// at a time, a size limit over all fragments, UTF-8 text and well-formed close frames.
 /// A value with no I/O, so every rule is tested without a connection.
-struct MessageAssembler {
+package struct MessageAssembler {
     enum Event: Equatable {
         /// A fragment was taken; the message goes on.
         case none
@@ -102,7 +102,7 @@ struct MessageAssembler {
 
     /// A close frame's payload for `code` and `reason`, the reason cut at a character
     /// boundary to fit the 125 bytes of a control frame.
-    static func closePayload(_ code: WebSocketCloseCode?, reason: String) -> Data {
+    package static func closePayload(_ code: WebSocketCloseCode?, reason: String) -> Data {
         guard let code else { return Data() }
         var payload = Data([UInt8(code.rawValue >> 8), UInt8(code.rawValue & 0xFF)])
         var room = 123

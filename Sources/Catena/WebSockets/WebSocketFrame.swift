@@ -154,3 +154,18 @@ extension APIRequest {
         self[option: WebSocketUpgrade.self] != nil
     }
 }
+
+/// A message that crossed a WebSocket, as observers see it (a recorder, say).
+package struct WebSocketMessageEvent: Sendable {
+    /// Whether Catena sent it (else received it).
+    package var sent: Bool
+    package var message: WebSocketMessage
+    package var time: Date
+}
+
+/// Observers of a WebSocket's messages, added by middleware to the upgrade request on
+/// its way down: the socket calls each, in order, for every message sent and received.
+/// They run on the socket's tasks, so they must be quick and never block.
+package enum WebSocketObservers: RequestOption {
+    package static let defaultValue: [@Sendable (WebSocketMessageEvent) -> Void] = []
+}

@@ -26,6 +26,7 @@ final class WebSocketSession: Sendable {
     let request: APIRequest
     let options: WebSocketOptions
     let queue: MessageQueue
+    private let observers: [@Sendable (WebSocketMessageEvent) -> Void]
     /// The 101's body as the chain returned it, and the handoff that made it: both end
     /// with the socket (see `WebSocketUpgrade.Handoff.upgradeBody`).
     private let upgradeBody: ResponseBody?
@@ -41,6 +42,7 @@ final class WebSocketSession: Sendable {
         self.request = request
         self.options = options
         self.upgradeBody = upgradeBody
+        observers = request[option: WebSocketObservers.self]
         queue = MessageQueue(limit: options.bufferedBytes, request: request)
     }
 
@@ -81,11 +83,18 @@ final class WebSocketSession: Sendable {
         guard let write = enqueue(frame) else {
             throw CatenaError(.connectionLost, request: request, detail: "the WebSocket is \(closeStatus.map { "closed (\($0))" } ?? "closing")")
         }
+        observe(message, sent: true)
         do {
             try await write.wait()
         } catch {
             throw CatenaError(.connectionLost, request: request, underlyingError: error.underlying, detail: "the WebSocket could not send: \(error.detail)")
         }
+    }
+
+    private func observe(_ message: WebSocketMessage, sent: Bool) {
+        guard !observers.isEmpty else { return }
+        let event = WebSocketMessageEvent(sent: sent, message: message, time: Date())
+        for observer in observers { observer(event) }
     }
 
     /// Queues `frame` unless a close frame went out before it; a close frame marks the
@@ -170,6 +179,7 @@ final class WebSocketSession: Sendable {
                 continue
             case .message(let message):
                 guard !isClosing else { continue }
+                observe(message, sent: false)
                 state.withLock { $0.waitingForReader = true }
                 _ = await queue.push(message)
                 state.withLock { state in

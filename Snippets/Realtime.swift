@@ -5,7 +5,7 @@
 import CatenaDemoServer
 import Foundation
 
-let server = try await DemoServer.start()
+let server = try await DemoServer.start(webSockets: true)
 let environment = ServerEnvironment(scheme: "http", host: "127.0.0.1", port: server.port)
 // snippet.show
 import Catena

@@ -10,6 +10,8 @@ Paths:
   /ticker?n=N&size=S    sends N text messages of S bytes, then closes with 1000
   /headers              sends the upgrade request's fields as one JSON message
   /flood                sends 64 KiB binary messages until the client closes
+  /flaky?id=K           sends "hello N" (N: the connection to this K), closes with 1012
+                        for N < 3, then echoes
 """
 import argparse
 import asyncio
@@ -24,6 +26,9 @@ from websockets.asyncio.server import serve, unix_serve
 
 def query(connection):
     return {k: v[0] for k, v in parse_qs(urlsplit(connection.request.path).query).items()}
+
+
+FLAKY = {}
 
 
 def process_request(connection, request):
@@ -54,6 +59,16 @@ async def handler(connection):
         await connection.send(json.dumps({k.lower(): v for k, v in connection.request.headers.raw_items()}))
         async for message in connection:
             pass
+    elif path == "/flaky":
+        key = query(connection).get("id", "")
+        FLAKY[key] = FLAKY.get(key, 0) + 1
+        number = FLAKY[key]
+        await connection.send(f"hello {number}")
+        if number < 3:
+            await connection.close(1012, "restarting")
+        else:
+            async for message in connection:
+                await connection.send(message)
     elif path == "/flood":
         chunk = bytes(64 * 1024)
         while True:

@@ -77,12 +77,17 @@ final class ChannelFrames: WebSocketFrameTransport {
         channel.close(promise: nil)
         // Waits for the end, so a closed socket holds no descriptor.
         try? await channel.closeFuture.get()
+        // A receiver waits no longer, whether or not the end reached the inbox.
+        finish(nil)
     }
 
-    /// A frame from the inbox, on the event loop. True when a receiver took it.
+    /// A frame from the inbox, on the event loop: to the waiting receiver, or kept.
     fileprivate func deliver(_ frame: Catena.WebSocketFrame) {
         let receiver = state.withLock { state in
-            guard state.end == nil else { return nil as UnsafeContinuation<Result<Catena.WebSocketFrame?, WebSocketTransportError>, Never>? }
+            // After an orderly end too: frames the upgrade held back arrive after a
+            // connection that ended meanwhile was seen to end (the server's whole
+            // conversation, then its close, came with the 101). They are read before the end.
+            if case .some(.some) = state.end { return nil as UnsafeContinuation<Result<Catena.WebSocketFrame?, WebSocketTransportError>, Never>? }
             if let receiver = state.receiver {
                 state.receiver = nil
                 return receiver

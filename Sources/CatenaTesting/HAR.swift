@@ -47,12 +47,15 @@ public struct HAR: Codable, Sendable, Equatable {
         public var opcode: Int
         /// The text, or for binary the base64 of the bytes.
         public var data: String
+        /// For a binary message left out of the recording: its size (Catena's field).
+        public var _omitted: Int?
 
-        public init(type: String, time: Double, opcode: Int, data: String) {
+        public init(type: String, time: Double, opcode: Int, data: String, _omitted: Int? = nil) {
             self.type = type
             self.time = time
             self.opcode = opcode
             self.data = data
+            self._omitted = _omitted
         }
     }
 

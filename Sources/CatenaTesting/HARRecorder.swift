@@ -30,9 +30,9 @@ import HTTPTypes
 ///
 /// A WebSocket's upgrade is an entry of `_resourceType` "websocket" whose
 /// `_webSocketMessages` hold the messages sent and received, as Chrome records them:
-/// text scrubbed as bodies are (JSON secrets by name, values the request carried),
-/// binary as base64 only with `recordsUnreadableBodies`; at most
-/// ``maximumWebSocketMessages`` a socket.
+/// text scrubbed as bodies are (JSON secrets by name, values the request or an earlier
+/// message carried), binary as base64 only with `recordsUnreadableBodies` (left out,
+/// its size in `_omitted`, otherwise); at most ``maximumWebSocketMessages`` a socket.
 public final class HARRecorder: HTTPMiddleware {
     private struct Entries {
         var kept: [HAR.Entry] = []
@@ -95,7 +95,7 @@ public final class HARRecorder: HTTPMiddleware {
         // The socket's messages are recorded as they cross it, scrubbed with what this request carried.
         var scrubber = BodyScrubber(redaction: Redaction.effective(for: request), limit: maximumBodyBytes, keepsUnreadable: recordsUnreadableBodies)
         scrubber.learnSecrets(of: request, body: nil)
-        let socket = SocketMessages(scrubber: scrubber)
+        let socket = SocketMessages(scrubber: scrubber, keepsBinary: recordsUnreadableBodies, request: request)
         var observed = request
         observed[option: WebSocketObservers.self].append { socket.record($0) }
         return try await recording(
@@ -204,13 +204,28 @@ public final class HARRecorder: HTTPMiddleware {
     }
 }
 
-/// The messages of one recorded socket, scrubbed as they are added.
+/// The messages of one recorded socket, scrubbed as they are added. Each text message
+/// sent teaches the scrubber its secret JSON members, so a server's echo of them is
+/// scrubbed too. Binary messages cannot be read for secrets: they are left out unless
+/// `recordsUnreadableBodies`, then kept as base64, unscrubbed, as binary bodies are.
 final class SocketMessages: Sendable {
-    private let scrubber: BodyScrubber
-    private let state = Locked<(messages: [HAR.WebSocketMessage], dropped: Int)>(([], 0))
+    private struct State {
+        var scrubber: BodyScrubber
+        var messages: [HAR.WebSocketMessage] = []
+    }
 
-    init(scrubber: BodyScrubber) {
-        self.scrubber = scrubber
+    private let state: Locked<State>
+    private let keepsBinary: Bool
+    /// What sent text messages are read as, to learn their secrets.
+    private let carrier: APIRequest
+
+    init(scrubber: BodyScrubber, keepsBinary: Bool, request: APIRequest) {
+        state = Locked(State(scrubber: scrubber))
+        self.keepsBinary = keepsBinary
+        var carrier = APIRequest(.post, url: URL(string: "http://socket.invalid/")!)
+        carrier.headerFields[.contentType] = "application/json"
+        carrier[option: Redaction.self] = request[option: Redaction.self]
+        self.carrier = carrier
     }
 
     var messages: [HAR.WebSocketMessage] {
@@ -218,23 +233,24 @@ final class SocketMessages: Sendable {
     }
 
     func record(_ event: WebSocketMessageEvent) {
-        let (opcode, bytes): (Int, Data) =
-            switch event.message {
-            case .text(let text): (1, Data(text.utf8))
-            case .binary(let data): (2, data)
-            }
-        let data: String =
-            switch scrubber.scrub(body: bytes, contentType: nil) {
-            case .text(let text, _): text
-            case .binary(let data, _): data.base64EncodedString()
-            case .omitted(let reason): "(not recorded: \(reason))"
-            }
-        let message = HAR.WebSocketMessage(type: event.sent ? "send" : "receive", time: event.time.timeIntervalSince1970, opcode: opcode, data: data)
+        let time = event.time.timeIntervalSince1970
+        let type = event.sent ? "send" : "receive"
         state.withLock { state in
-            if state.messages.count < HARRecorder.maximumWebSocketMessages {
-                state.messages.append(message)
-            } else {
-                state.dropped += 1
+            guard state.messages.count < HARRecorder.maximumWebSocketMessages else { return }
+            switch event.message {
+            case .text(let text):
+                let bytes = Data(text.utf8)
+                if event.sent { state.scrubber.learnSecrets(of: carrier, body: bytes) }
+                let data: String =
+                    switch state.scrubber.scrub(body: bytes, contentType: nil) {
+                    case .text(let scrubbed, _): scrubbed
+                    case .binary, .omitted: "(not recorded: a text message over the recording limit)"
+                    }
+                state.messages.append(HAR.WebSocketMessage(type: type, time: time, opcode: 1, data: data))
+            case .binary(let bytes):
+                // Opcode 2 is always base64, as Chrome writes it; empty when left out.
+                let data = keepsBinary ? bytes.base64EncodedString() : ""
+                state.messages.append(HAR.WebSocketMessage(type: type, time: time, opcode: 2, data: data, _omitted: keepsBinary ? nil : bytes.count))
             }
         }
     }

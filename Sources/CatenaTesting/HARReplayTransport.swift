@@ -57,18 +57,33 @@ public final class HARReplayTransport: HTTPLoader {
         let (response, entry) = try await answer(request)
         if let handoff = request[option: WebSocketUpgrade.self], response.status.code == 101 {
             var steps: [WebSocketScript.Step] = []
-            for message in entry._webSocketMessages ?? [] {
-                if message.type == "send" {
+            let messages = entry._webSocketMessages ?? []
+            guard messages.count <= HARRecorder.maximumWebSocketMessages else {
+                throw CatenaError(
+                    .invalidResponse, request: request,
+                    detail: "the HAR entry holds \(messages.count) WebSocket messages, over the \(HARRecorder.maximumWebSocketMessages) a replay takes")
+            }
+            for (index, message) in messages.enumerated() {
+                switch (message.type, message.opcode) {
+                case ("send", 1), ("send", 2):
                     steps.append(.send)
-                } else if message.opcode == 2 {
-                    guard let data = Data(base64Encoded: message.data) else {
+                case ("receive", 1):
+                    steps.append(.receive(.text(message.data)))
+                case ("receive", 2):
+                    guard message._omitted == nil, let data = Data(base64Encoded: message.data) else {
                         throw CatenaError(
                             .invalidResponse, request: request,
-                            detail: "the HAR entry's binary WebSocket message was left out or is not base64: record it with recordsUnreadableBodies: true")
+                            detail:
+                                "WebSocket message \(index + 1) of the HAR entry is binary and was left out or is not base64: record it with recordsUnreadableBodies: true"
+                        )
                     }
                     steps.append(.receive(.binary(data)))
-                } else {
-                    steps.append(.receive(.text(message.data)))
+                default:
+                    throw CatenaError(
+                        .invalidResponse, request: request,
+                        detail:
+                            "WebSocket message \(index + 1) of the HAR entry has type \"\(ProblemDetails.printable(message.type, limit: 20))\" and opcode \(message.opcode): a replay takes send and receive, text (1) and binary (2)"
+                    )
                 }
             }
             await handoff.deliver(WebSocketScript(steps).frames())

@@ -14,7 +14,7 @@ struct DemoWebSocketTests {
 
     @Test("an echo through the environment: a relative request opens the socket")
     func echo() async throws {
-        let socket = try await chain(try await TestServer.running()).webSocket(try APIRequest(.get, path: ["ws", "echo"]))
+        let socket = try await chain(try await TestServer.withWebSockets()).webSocket(try APIRequest(.get, path: ["ws", "echo"]))
         try await socket.send(text: "ping?")
         try await socket.send(data: Data([0, 1, 2]))
         var iterator = socket.messages.makeAsyncIterator()
@@ -26,7 +26,7 @@ struct DemoWebSocketTests {
 
     @Test("a protected socket opens with a live token from the chain's auth; without one the upgrade is refused")
     func protectedEcho() async throws {
-        let server = try await TestServer.running()
+        let server = try await TestServer.withWebSockets()
         let transport = AsyncHTTPClientTransport()
         let client = OAuth2Client(clientID: "catena-tests", endpoints: .init(token: server.baseURL.appending(path: "oauth/token")), loader: transport)
         let auth = TokenAuthMiddleware(hosts: ["127.0.0.1:\(server.port)"]) { _ in
@@ -53,8 +53,8 @@ struct DemoWebSocketTests {
 
     @Test("a ticker pushes its feed and closes in order")
     func ticker() async throws {
-        let socket = try await chain(try await TestServer.running()).webSocket(
-            try APIRequest(.get, path: ["ws", "ticker"], query: [URLQueryItem(name: "n", value: "25"), URLQueryItem(name: "ms", value: "0")]))
+        let socket = try await chain(try await TestServer.withWebSockets()).webSocket(
+            try APIRequest(.get, path: ["ws", "ticker"], query: [URLQueryItem(name: "n", value: "25"), URLQueryItem(name: "ms", value: "5")]))
         var sequences: [Int] = []
         for try await message in socket.messages {
             guard case .text(let json) = message, let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else {
@@ -70,7 +70,7 @@ struct DemoWebSocketTests {
     @Test("a chat room: what one member says reaches every member")
     func chatRoom() async throws {
         let room = "room-\(UUID().uuidString.prefix(8))"
-        let server = try await TestServer.running()
+        let server = try await TestServer.withWebSockets()
         let ann = try await chain(server).webSocket(try APIRequest(.get, path: ["ws", "rooms", room]))
         let bob = try await chain(server).webSocket(try APIRequest(.get, path: ["ws", "rooms", room]))
         // Bob is in the room once his own hello comes back.
@@ -90,7 +90,7 @@ struct DemoWebSocketTests {
     @Test("over TLS (HTTP/1.1) with the server's key pinned, and over a Unix socket")
     func tlsAndUnixSocket() async throws {
         let certificate = try TLSServers.authority.get().issue()
-        let server = try await DemoServer.start(tls: DemoTLS(certificate: certificate, http2: false))
+        let server = try await DemoServer.start(tls: DemoTLS(certificate: certificate, http2: false), webSockets: true)
         let roots = try TLSServers.trust().additionalRoots
         let transport = try AsyncHTTPClientTransport(trust: ServerTrust(additionalRoots: roots, publicKeyPins: ["127.0.0.1": [certificate.publicKeySHA256]]))
         let socket = try await chain(server, transport).webSocket(try APIRequest(.get, path: ["ws", "echo"]))
@@ -103,7 +103,7 @@ struct DemoWebSocketTests {
         await server.stop()
 
         let path = FileManager.default.temporaryDirectory.appending(path: "catena-ws-\(UUID().uuidString.prefix(8)).sock").path
-        let local = try await DemoServer.start(unixSocket: path)
+        let local = try await DemoServer.start(unixSocket: path, webSockets: true)
         var request = try APIRequest(urlString: "ws://localhost/ws/echo")
         request[option: UnixSocket.self] = path
         let overSocket = try await AsyncHTTPClientTransport().webSocket(request)

@@ -237,6 +237,52 @@ struct IndependentWebSocketTests {
         #expect(await Timing.eventually { logs.text.contains("✓ GET http://127.0.0.1") })
     }
 
+    @Test("a reconnecting socket connects again after a server's restart (1012), runs onConnect each time, and ends on close")
+    func reconnects() async throws {
+        let server = try await Self.server.value
+        let connects = Locked(0)
+        let states = Locked<[String]>([])
+        let socket = ReconnectingWebSocket(
+            try APIRequest(urlString: server.url("/flaky?id=\(UUID().uuidString)")), loader: AsyncHTTPClientTransport(),
+            policy: ReconnectPolicy(initialDelay: .milliseconds(20), minimumDelay: .milliseconds(10), maximumDelay: .milliseconds(200))
+        ) { _ in
+            connects.withLock { $0 += 1 }
+        } onStateChange: { state in
+            let name =
+                switch state {
+                case .connecting: "connecting"
+                case .connected: "connected"
+                case .waiting: "waiting"
+                case .ended(let error): error == nil ? "ended" : "failed"
+                }
+            states.withLock { $0.append(name) }
+        }
+        var iterator = socket.messages.makeAsyncIterator()
+        #expect(try await iterator.next() == .text("hello 1"))
+        #expect(try await iterator.next() == .text("hello 2"))
+        #expect(try await iterator.next() == .text("hello 3"))
+        try await socket.send(.text("still here"))
+        #expect(try await iterator.next() == .text("still here"))
+        await socket.close()
+        #expect(try await iterator.next() == nil)
+        #expect(connects.withLock { $0 } == 3)
+        #expect(states.withLock { $0 }.filter { $0 == "waiting" }.count == 2)
+        #expect(states.withLock { $0 }.last == "ended")
+    }
+
+    @Test("a reconnecting socket does not reconnect after a refused upgrade (401)")
+    func reconnectRefused() async throws {
+        let server = try await Self.server.value
+        let connects = Locked(0)
+        let socket = ReconnectingWebSocket(try APIRequest(urlString: server.url("/protected")), loader: AsyncHTTPClientTransport()) { _ in
+            connects.withLock { $0 += 1 }
+        }
+        var iterator = socket.messages.makeAsyncIterator()
+        let error = await #expect(throws: CatenaError.self) { try await iterator.next() }
+        #expect(error?.response?.status.code == 401)
+        #expect(connects.withLock { $0 } == 0)
+    }
+
     @Test("URLSessionTransport refuses a WebSocket, naming the transport that opens one")
     func urlSessionRefuses() async throws {
         let error = await #expect(throws: CatenaError.self) {

@@ -10,6 +10,12 @@ import ThreadSanitizerSuppressions
 /// with a port the system picks.
 enum TestServer {
     private static let server = Task { try await DemoServer.start() }
+    private static let webSocketServer = Task { try await DemoServer.start(webSockets: true) }
+
+    /// A demo server that serves its `/ws/…` routes too.
+    static func withWebSockets() async throws -> RunningDemoServer {
+        try await webSocketServer.value
+    }
 
     static func running() async throws -> RunningDemoServer {
         try await server.value

@@ -47,10 +47,11 @@ struct WebSocketCommand: AsyncParsableCommand {
             StandardError.writeText("error: \(failure.description)\n")
             status = .invalidInput
         } catch let error as CatenaError {
-            StandardError.writeText("error: \(error.description.replacingOccurrences(of: "\n", with: " "))\n")
+            // Escaped: a refused upgrade's reason phrase is the server's text.
+            StandardError.writeText("error: \(TerminalText.escaped(error.description.replacingOccurrences(of: "\n", with: " ")))\n")
             status = ExitStatus.of(error)
         } catch {
-            StandardError.writeText("error: \(error)\n")
+            StandardError.writeText("error: \(TerminalText.escaped(String(describing: error)))\n")
             status = .failure
         }
         call.appendRecording(recorder)
@@ -98,6 +99,8 @@ struct WebSocketCommand: AsyncParsableCommand {
             StandardError.writeText("error: the server closed the WebSocket with \(close)\n")
             return .webSocketClosed
         }
+        // The loop ends as a close begins: the handshake finishes before the process does.
+        await socket.close()
         return .success
     }
 

@@ -20,6 +20,8 @@ final class WebSocketSession: Sendable {
         /// messages (a slow reader is no dead server).
         var lastHeard = ContinuousClock.now
         var waitingForReader = false
+        /// Whether `end` ran: it runs once.
+        var ended = false
     }
 
     let frames: any WebSocketFrameTransport
@@ -80,10 +82,9 @@ final class WebSocketSession: Sendable {
             case .text(let text): WebSocketFrame(.text, payload: Data(text.utf8))
             case .binary(let data): WebSocketFrame(.binary, payload: data)
             }
-        guard let write = enqueue(frame) else {
+        guard let write = enqueue(frame, observing: message) else {
             throw CatenaError(.connectionLost, request: request, detail: "the WebSocket is \(closeStatus.map { "closed (\($0))" } ?? "closing")")
         }
-        observe(message, sent: true)
         do {
             try await write.wait()
         } catch {
@@ -99,13 +100,28 @@ final class WebSocketSession: Sendable {
 
     /// Queues `frame` unless a close frame went out before it; a close frame marks the
     /// socket closing. Nil when the frame may not be sent.
-    private func enqueue(_ frame: WebSocketFrame) -> WebSocketWrite? {
+    /// A sent message is observed under the same lock, before any answer to it can be.
+    private func enqueue(_ frame: WebSocketFrame, observing message: WebSocketMessage? = nil) -> WebSocketWrite? {
         let isClose = frame.opcode == WebSocketFrame.Opcode.close.rawValue
         return state.withLock { state in
             guard !state.closeSent, state.closed == nil else { return nil }
             if isClose { state.closeSent = true }
+            if let message { observe(message, sent: true) }
             return frames.enqueue(frame)
         }
+    }
+
+    /// Waits for `write`, at most the close timeout: a server that stops reading must
+    /// not hold a close forever (closing the connection fails the write).
+    private func waitBounded(_ write: WebSocketWrite) async {
+        let frames = frames
+        let timeout = options.closeTimeout
+        let deadline = Task {
+            do { try await Task.sleep(for: timeout) } catch { return }
+            await frames.close()
+        }
+        try? await write.wait()
+        deadline.cancel()
     }
 
     private func enqueueClose(_ code: WebSocketCloseCode?, reason: String = "") -> WebSocketWrite? {
@@ -114,6 +130,13 @@ final class WebSocketSession: Sendable {
 
     func close(_ code: WebSocketCloseCode, reason: String) async {
         let code = code.mayBeSent ? code : .normalClosure
+        // One deadline for the whole close: the write, the server's answer, its end.
+        let frames = frames
+        let timeout = options.closeTimeout
+        let deadline = Task {
+            do { try await Task.sleep(for: timeout) } catch { return }
+            await frames.close()
+        }
         if let write = enqueueClose(code, reason: reason) {
             // Messages still unread stay readable; what arrives from here is dropped, and
             // a reading task waiting for room is let go.
@@ -121,12 +144,6 @@ final class WebSocketSession: Sendable {
             try? await write.wait()
         }
         let reading = state.withLock { $0.reading }
-        let frames = frames
-        let timeout = options.closeTimeout
-        let deadline = Task {
-            do { try await Task.sleep(for: timeout) } catch { return }
-            await frames.close()
-        }
         await withTaskCancellationHandler {
             await reading?.value
         } onCancel: {
@@ -193,7 +210,7 @@ final class WebSocketSession: Sendable {
                 // The echo carries the server's code, as RFC 6455 section 5.5.1 suggests.
                 let echo = enqueueClose(close.code == .noStatusReceived ? nil : close.code)
                 if let echo {
-                    try? await echo.wait()
+                    await waitBounded(echo)
                 }
                 // The server closes the connection first (RFC 6455 section 7.1.1).
                 await waitForServerToClose()
@@ -225,23 +242,34 @@ final class WebSocketSession: Sendable {
             // Already closing on our side: the end is the one asked for.
             return await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: nil)
         }
-        try? await write.wait()
+        await waitBounded(write)
         await end(WebSocketClose(code: code, reason: error.detail ?? ""), error: error)
     }
 
     /// The connection is over: closes it, keeps the first `close` seen, ends the
     /// messages with `error` (nil: orderly), stops the pings and ends the 101's body.
     private func end(_ close: WebSocketClose, error: CatenaError?) async {
-        await frames.close()
-        let pinging = state.withLock { state in
+        let (first, pinging) = state.withLock { state in
+            defer { state.ended = true }
             if state.closed == nil { state.closed = close }
-            return state.pinging
+            return (!state.ended, state.pinging)
         }
+        guard first else { return }
+        await frames.close()
         pinging?.cancel()
         queue.finish(error)
         handoff?.finishBody()
-        // Read to its end, so the middleware watching it see a stream that ended well.
-        _ = try? await upgradeBody?.collect(upTo: 1)
+        // Read to its end, so the middleware watching it see a stream that ended well; a
+        // body some middleware made endless is cancelled after the close timeout.
+        if let upgradeBody {
+            let timeout = options.closeTimeout
+            let deadline = Task {
+                do { try await Task.sleep(for: timeout) } catch { return }
+                upgradeBody.cancel()
+            }
+            _ = try? await upgradeBody.collect(upTo: 1)
+            deadline.cancel()
+        }
     }
 
     /// The connection ended without a close frame: an error, unless Catena had sent

@@ -77,13 +77,14 @@ extension FaultHandler {
         }
     }
 
-    /// Writes `bytes` (ending in a close frame), then closes the connection a moment
-    /// later, as a server does once its close was answered.
+    /// Writes `bytes` (ending in a close frame), then closes the connection once the
+    /// client answers, as a server does (closing first could reset the connection
+    /// before the client has read the close frame), or after 10 s.
     private func closeAfter(_ bytes: [UInt8]) {
+        closesOnInput = true
         let channel = channel
-        channel.writeAndFlush(ByteBuffer(bytes: bytes)).whenComplete { _ in
-            channel.eventLoop.scheduleTask(in: .milliseconds(50)) { channel.close(promise: nil) }
-        }
+        channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.close(promise: nil) }
     }
 
     private static func writeFragments(to channel: any Channel, left: Int) {

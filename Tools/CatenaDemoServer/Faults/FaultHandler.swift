@@ -14,6 +14,8 @@ final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var buffer = ByteBuffer()
     /// Once a fault has taken over the connection, nothing more is read.
     private var done = false
+    /// After a WebSocket fault's close frame: the client's answer ends the connection.
+    var closesOnInput = false
 
     init(channel: any Channel, counters: Counters) {
         self.channel = channel
@@ -21,7 +23,11 @@ final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !done else { return }  // a fault owns the connection: input is dropped
+        guard !done else {
+            // A fault owns the connection: input is dropped, or ends it (a close answered).
+            if closesOnInput { channel.close(promise: nil) }
+            return
+        }
         var incoming = unwrapInboundIn(data)
         buffer.writeBuffer(&incoming)
         while !done, let (target, key, webSocketKey, consumed) = nextRequest() {

@@ -10,7 +10,7 @@ import NIOCore
 /// - `/ws/echo` sends every message back;
 /// - `/ws/protected/echo` does too, for a live bearer token from `/oauth/token` (else
 ///   401 with a Bearer challenge);
-/// - `/ws/ticker?n=N&ms=M` pushes N price ticks as JSON, one every M milliseconds,
+/// - `/ws/ticker?n=N&ms=M` pushes N price ticks as JSON, M milliseconds before each,
 ///   then closes with 1000;
 /// - `/ws/rooms/NAME` is a chat room: each text message goes to every member, the
 ///   sender too.
@@ -39,11 +39,13 @@ enum WebSocketRoutes {
             let query = context.request.uri.queryParameters
             let count = min(max(query.get("n", as: Int.self) ?? 10, 0), 100_000)
             let pause = min(max(query.get("ms", as: Int.self) ?? 100, 0), 10_000)
+            // With ms=0 the whole feed and its close can come with the 101, which
+            // AsyncHTTPClientTransport then sometimes loses (an open bug; see the tests).
             var price = 100.0
             for sequence in 0..<count {
                 price += Double((sequence * 7919) % 11 - 5) / 100
-                try await outbound.write(.text(#"{"seq":\#(sequence),"symbol":"CTN","price":\#((price * 100).rounded() / 100)}"#))
                 if pause > 0 { try await Task.sleep(for: .milliseconds(pause)) }
+                try await outbound.write(.text(#"{"seq":\#(sequence),"symbol":"CTN","price":\#((price * 100).rounded() / 100)}"#))
             }
             try await outbound.close(.normalClosure, reason: "end of feed")
             _ = inbound

@@ -25,9 +25,13 @@ public enum DemoServer {
     /// - Parameter unixSocket: listen on a Unix domain socket at this path instead of
     ///   `host` and `port` (a file there is replaced); its ``RunningDemoServer/baseURL``
     ///   is then `http://localhost`.
+    /// - Parameter webSockets: serve the `/ws/…` routes too (HTTP/1.1 upgrades; not
+    ///   with TLS and HTTP/2). Off by default: Hummingbird's upgrading channel answers a
+    ///   request that is not HTTP by closing the connection, where the plain one answers
+    ///   400, which the suites about hostile input rely on.
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, photos: PhotoSettings = PhotoSettings(),
-        tls: DemoTLS? = nil, unixSocket: String? = nil, logLevel: Logger.Level = .warning
+        tls: DemoTLS? = nil, unixSocket: String? = nil, webSockets: Bool = false, logLevel: Logger.Level = .warning
     ) async throws -> RunningDemoServer {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
@@ -35,7 +39,7 @@ public enum DemoServer {
         let requests = RequestTally()
         if let unixSocket { try? FileManager.default.removeItem(atPath: unixSocket) }
         let address: BindAddress = unixSocket.map { .unixDomainSocket(path: $0) } ?? .hostname(host, port: port)
-        let app = try application(address: address, photos: photos, tls: tls, requests: requests, logger: logger) { boundPort in
+        let app = try application(address: address, photos: photos, tls: tls, webSockets: webSockets, requests: requests, logger: logger) { boundPort in
             continuation.yield(boundPort)
             continuation.finish()
         }
@@ -61,12 +65,14 @@ public enum DemoServer {
 
     /// Runs a server until SIGINT or SIGTERM. `onListening` receives the base URL.
     public static func serve(
-        host: String, port: Int, photos: PhotoSettings = PhotoSettings(), tls: DemoTLS? = nil,
+        host: String, port: Int, photos: PhotoSettings = PhotoSettings(), tls: DemoTLS? = nil, webSockets: Bool = true,
         logLevel: Logger.Level = .info, onListening: @escaping @Sendable (URL) -> Void
     ) async throws {
         var logger = Logger(label: "catena.demo-server")
         logger.logLevel = logLevel
-        let app = try application(address: .hostname(host, port: port), photos: photos, tls: tls, requests: RequestTally(), logger: logger) { boundPort in
+        let app = try application(
+            address: .hostname(host, port: port), photos: photos, tls: tls, webSockets: webSockets, requests: RequestTally(), logger: logger
+        ) { boundPort in
             onListening(RunningDemoServer.baseURL(host: host, port: boundPort, secure: tls != nil))
         }
         var configuration = ServiceGroupConfiguration(services: [.init(service: app)], logger: logger)
@@ -76,12 +82,12 @@ public enum DemoServer {
     }
 
     private static func application(
-        address: BindAddress, photos: PhotoSettings, tls: DemoTLS?, requests: RequestTally, logger: Logger,
+        address: BindAddress, photos: PhotoSettings, tls: DemoTLS?, webSockets: Bool, requests: RequestTally, logger: Logger,
         onListening: @escaping @Sendable (Int) -> Void
     ) throws -> some ApplicationProtocol {
         let (router, isLiveToken) = DemoRoutes.makeRouter(photos: photos, requests: requests, secure: tls != nil)
         // WebSockets upgrade HTTP/1.1: offered on plain HTTP and on TLS without HTTP/2.
-        let webSockets = HTTPServerBuilder.http1WebSocketUpgrade(
+        let upgrading = HTTPServerBuilder.http1WebSocketUpgrade(
             webSocketRouter: WebSocketRoutes.makeRouter(isLiveToken: isLiveToken),
             configuration: .init(ws: .init(maxFrameSize: WebSocketRoutes.maximumMessageSize, autoPing: .disabled)))
         let server: HTTPServerBuilder
@@ -102,10 +108,10 @@ public enum DemoServer {
                 server = try .http2Upgrade(tlsConfiguration: configuration)
             } else {
                 configuration.applicationProtocols = ["http/1.1"]
-                server = try .tls(webSockets, tlsConfiguration: configuration)
+                server = try .tls(webSockets ? upgrading : .http1(), tlsConfiguration: configuration)
             }
         } else {
-            server = webSockets
+            server = webSockets ? upgrading : .http1()
         }
         return Application(
             router: router,

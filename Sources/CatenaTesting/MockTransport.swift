@@ -99,7 +99,7 @@ public final class MockTransport: HTTPLoader {
         respond(status: status, headerFields: [.contentType: "application/json"], body: Data(json.utf8))
     }
 
-    /// Answers a WebSocket upgrade (``HTTPLoader/webSocket(_:options:)``) whose path
+    /// Answers a WebSocket upgrade (`HTTPLoader.webSocket(_:options:)`) whose path
     /// matches `pattern` (as for ``on(_:_:_:)``) with 101 and a connection that plays
     /// `script`, a fresh one each time. Any other request to that path gets 426 Upgrade
     /// Required, as a WebSocket endpoint answers.

@@ -50,6 +50,9 @@ public final class ReconnectingWebSocket: Sendable {
     /// A socket for `request` through `loader`; nothing connects before a loop reads ``messages``.
     ///
     /// - Parameters:
+    ///   - request: The upgrade each connection sends.
+    ///   - loader: The chain every connection goes through.
+    ///   - options: Each socket's options.
     ///   - policy: When to reconnect; the first wait is `initialDelay` (1 s by default here).
     ///   - onConnect: Runs on each new socket before its messages are read: sign in,
     ///     subscribe again. A throw ends the loop with the error.
@@ -210,7 +213,8 @@ public final class ReconnectingWebSocket: Sendable {
                 attempts += 1
                 if let maximum = owner.policy.maximumAttempts, attempts > maximum {
                     let failure =
-                        error ?? CatenaError(.connectionLost, request: owner.request, detail: "the WebSocket closed \(maximum) times in a row without a message")
+                        error
+                        ?? CatenaError(.connectionLost, request: owner.request, detail: "the WebSocket closed \(maximum) times in a row without a message")
                     end(failure)
                     throw failure
                 }

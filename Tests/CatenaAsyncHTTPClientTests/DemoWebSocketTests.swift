@@ -6,7 +6,7 @@ import Testing
 @testable import CatenaTestSupport
 
 /// The demo server's WebSockets (Hummingbird's upgrade) through whole chains.
-@Suite("WebSockets on the demo server", .timeLimit(.minutes(3)))
+@Suite("WebSockets on the demo server", .serialized, .timeLimit(.minutes(3)))
 struct DemoWebSocketTests {
     private func chain(_ server: RunningDemoServer, _ transport: any HTTPLoader = AsyncHTTPClientTransport()) throws -> any HTTPLoader {
         EnvironmentMiddleware(try #require(ServerEnvironment(baseURL: server.baseURL))) --> transport

@@ -295,7 +295,7 @@ struct IndependentWebSocketTests {
 
 /// Against the misbehaving server: every way a server can break RFC 6455 ends in a
 /// clear error and a close code, with bounded memory and no hang.
-@Suite("WebSockets against a misbehaving server", .timeLimit(.minutes(3)))
+@Suite("WebSockets against a misbehaving server", .serialized, .timeLimit(.minutes(3)))
 struct HostileWebSocketTests {
     private static func open(_ fault: MisbehavingServer.WebSocketFault, options: WebSocketOptions = WebSocketOptions()) async throws -> WebSocket {
         let server = try await FaultServer.running()

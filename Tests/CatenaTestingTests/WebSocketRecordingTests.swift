@@ -7,7 +7,7 @@ import Testing
 @testable import CatenaTestSupport
 
 /// WebSockets recorded in HAR files as browsers record them, replayed offline, and scripted.
-@Suite("WebSocket recordings and scripts", .timeLimit(.minutes(3)))
+@Suite("WebSocket recordings and scripts", .serialized, .timeLimit(.minutes(3)))
 struct WebSocketRecordingTests {
     @Test("a socket's messages are recorded, scrubbed like bodies, and replay offline in their order")
     func recordAndReplay() async throws {

@@ -134,12 +134,13 @@ struct IdempotencyKeyTests {
     func timeoutBeforeHead(kind: TransportKind) async throws {
         let chain = try await kind.chain()
         let item = UUID().uuidString
-        // The answer is held 5 s after the effect, well past the 1 s timeout. On a loaded
+        // The answer is held 5 s after the effect, well past the 2 s timeout. On a loaded
         // machine an attempt can time out before the server saw it (then the next one
         // makes the order and times out in turn), so up to six attempts.
         var request = try order(item, key: nil, hold: min(Timing.stretch(5), 30))  // the server holds 30 s at most
         request[option: IdempotencyKey.self] = .generated
-        request[option: RequestTimeout.self] = Timing.stretch(.seconds(1))
+        // 2 s an attempt: the stored answer's replay under a full run's load took more than 1 s.
+        request[option: RequestTimeout.self] = Timing.stretch(.seconds(2))
         let patient = RetryStrategy(maxAttempts: 6, baseDelay: .milliseconds(50), jitter: false)
         let response = try await (RetryMiddleware(patient) --> chain).load(request)
         #expect(response.status == .created)

@@ -165,7 +165,8 @@ struct TransportSuite {
         let error = await #expect(throws: CatenaError.self) { try await kind.make().load(request) }
         #expect(error?.code == .cannotConnect)
         #expect(error?.description.contains("GET http://127.0.0.1:\(port)/api/users") == true)
-        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(3)), "a refused connection must not wait for the 30 s timeout")
+        // Far below the 30 s timeout, with room for a loaded run (3 s was passed at 3.4 s in CI).
+        #expect(ContinuousClock.now - start < Timing.stretch(.seconds(10)), "a refused connection must not wait for the 30 s timeout")
     }
 
     // The latency itself (goal: under 100 ms) is measured by the benchmark: under this

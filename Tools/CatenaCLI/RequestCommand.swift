@@ -214,18 +214,25 @@ struct RequestCall: ParsableArguments {
 
     /// Sends the call, prints its outcome and exits with its ``ExitStatus``.
     func perform(method: String, url: String) async -> Never {
+        await exit { recorder in try await send(method: method, url: url, recorder: recorder) }
+    }
+
+    /// Runs `work` with the `--har` recorder, prints its failure on standard error
+    /// (escaped: a server's reason phrase is its own text), adds the recording to the
+    /// file, and exits with the status.
+    func exit(after work: (HARRecorder?) async throws -> ExitStatus) async -> Never {
         let status: ExitStatus
         let recorder = har.map { _ in HARRecorder(recordsUnreadableBodies: harBinary) }
         do {
-            status = try await send(method: method, url: url, recorder: recorder)
+            status = try await work(recorder)
         } catch let failure as CommandFailure {
             StandardError.writeText("error: \(failure.description)\n")
             status = .invalidInput
         } catch let error as CatenaError {
-            StandardError.writeText("error: \(error.description.replacingOccurrences(of: "\n", with: " "))\n")
+            StandardError.writeText("error: \(TerminalText.escaped(error.description.replacingOccurrences(of: "\n", with: " ")))\n")
             status = ExitStatus.of(error)
         } catch {
-            StandardError.writeText("error: \(error)\n")
+            StandardError.writeText("error: \(TerminalText.escaped(String(describing: error)))\n")
             status = .failure
         }
         appendRecording(recorder)
@@ -347,7 +354,7 @@ struct RequestCall: ParsableArguments {
 
     /// Appends what `recorder` holds to the HAR file, after the call's output; a failure
     /// is reported on standard error and leaves the exit status to the call.
-    func appendRecording(_ recorder: HARRecorder?) {
+    private func appendRecording(_ recorder: HARRecorder?) {
         guard let recorder, let har, !recorder.har.log.entries.isEmpty else { return }
         do throws(HARError) {
             try HAR.append(recorder.har.log.entries, toFileAt: URL(fileURLWithPath: har))

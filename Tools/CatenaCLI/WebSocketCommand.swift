@@ -39,24 +39,7 @@ struct WebSocketCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let recorder = call.har.map { _ in HARRecorder(recordsUnreadableBodies: call.harBinary) }
-        let status: ExitStatus
-        do {
-            status = try await converse(recorder: recorder)
-        } catch let failure as CommandFailure {
-            StandardError.writeText("error: \(failure.description)\n")
-            status = .invalidInput
-        } catch let error as CatenaError {
-            // Escaped: a refused upgrade's reason phrase is the server's text.
-            StandardError.writeText("error: \(TerminalText.escaped(error.description.replacingOccurrences(of: "\n", with: " ")))\n")
-            status = ExitStatus.of(error)
-        } catch {
-            StandardError.writeText("error: \(TerminalText.escaped(String(describing: error)))\n")
-            status = .failure
-        }
-        call.appendRecording(recorder)
-        fflush(nil)
-        Foundation.exit(status.rawValue)
+        await call.exit { recorder in try await converse(recorder: recorder) }
     }
 
     private func converse(recorder: HARRecorder?) async throws -> ExitStatus {

@@ -52,7 +52,8 @@ struct RetryingIdempotencyTests {
             }
         }
         let response = try await operation.value(on: OperationQueue())
-        #expect(operation.attempts == 2, "\(failures.withLock { $0 })")
+        // At least one attempt timed out; on a loaded run the second may too, and the third is answered from the store.
+        #expect(operation.attempts >= 2, "\(failures.withLock { $0 })")
         #expect(response.status.code == 201 && response.headerFields[HTTPField.Name("Idempotent-Replayed")!] == "true", "\(response.status)")
         #expect(try await Self.count(item) == 1, "one order, not one per attempt")
     }

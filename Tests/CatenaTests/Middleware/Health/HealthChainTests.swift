@@ -24,12 +24,15 @@ struct HealthChainTests {
             --> kind.make()
     }
 
-    /// A first call answered with `Retry-After: 2`, then four calls: none may reach the
-    /// origin until the hold ends, and they do after it. `arrivals` gives when each
-    /// request reached the server (seconds since 1970), so a late wake-up of this test
-    /// on a loaded run cannot blur what came when.
+    /// A first call answered with `Retry-After: 2`, then four other calls: none may reach
+    /// the origin until the hold ends, and they do after it. `arrivals` gives when each
+    /// request of the first call (hedges and retries too) and of the others reached the
+    /// server (seconds since 1970, the server's clock): the others are told apart on the
+    /// server, so neither a hedge of the first call landing late nor a late wake-up of this
+    /// test on a loaded run can blur what came when.
     static func holdsAfterRetryAfter(
-        _ request: APIRequest, kind: TransportKind, environment: ServerEnvironment, arrivals: @escaping @Sendable () async throws -> [Double]
+        _ request: APIRequest, then other: APIRequest, kind: TransportKind, environment: ServerEnvironment,
+        arrivals: @escaping @Sendable () async throws -> (first: [Double], others: [Double])
     ) async throws {
         let log = EventLog()
         let chain = documentedChain(environment, kind: kind, log: log)
@@ -37,20 +40,17 @@ struct HealthChainTests {
         defer { first.cancel() }
         let isHold = { (event: CallEvent) in if case .rateLimitHold = event { true } else { false } }
         #expect(await Timing.eventually(within: .seconds(10)) { log.firstTime(of: isHold) != nil })
-        // When the limiter reported the hold, just after it began. A hedge the chain sent
-        // before the answer came may land just after it: the window checked starts later.
-        let held = try #require(log.firstTime(of: isHold)).timeIntervalSince1970
-        let others = (0..<4).map { _ in Task { try? await chain.load(request) } }
+        let others = (0..<4).map { _ in Task { try? await chain.load(other) } }
         defer { others.forEach { $0.cancel() } }
-        // After the hold, calls go again.
-        #expect(try await Timing.eventually(within: .seconds(10)) { try await arrivals().contains { $0 > held + 1.8 } })
-        // The hold ends 2 s after the 429 reached the client, which was after the first
-        // request reached the server: the window's end is counted from that arrival, on the
-        // server's clock, so a hold reported late on a loaded run cannot stretch it.
-        let all = try await arrivals()
-        let firstArrival = all.min() ?? held
-        let inside = all.filter { $0 > held + 0.3 && $0 < firstArrival + 1.8 }
-        #expect(inside.isEmpty, "calls reached the origin inside its Retry-After: \(inside.map { $0 - held })")
+        // After the hold, the others go.
+        #expect(try await Timing.eventually(within: .seconds(10)) { try await !arrivals().others.isEmpty })
+        // The hold ends 2 s after the answer reached the client, which was after the first
+        // request reached the server: no other call may arrive before that arrival + 2 s
+        // (1.8 s, for the granularity of the server's clock).
+        let (firsts, otherArrivals) = try await arrivals()
+        let firstArrival = try #require(firsts.min())
+        let early = otherArrivals.filter { $0 < firstArrival + 1.8 }
+        #expect(early.isEmpty, "calls reached the origin inside its Retry-After: \(early.map { $0 - firstArrival }) s after the first")
     }
 
     /// The two hold tests judge arrival times to a few tenths of a second, which an
@@ -63,13 +63,19 @@ struct HealthChainTests {
         arguments: TransportKind.allCases)
     func demoServerHold(kind: TransportKind) async throws {
         let environment = try await TestServer.environment()
-        let key = uniqueKey()
-        let request = try APIRequest(
-            .get, path: ["api", "outage"], query: [.init(name: "key", value: key), .init(name: "fail", value: "60"), .init(name: "retry-after", value: "2")])
+        let (key, otherKey) = (uniqueKey(), uniqueKey())
+        let outage = { (key: String) in
+            try APIRequest(
+                .get, path: ["api", "outage"],
+                query: [.init(name: "key", value: key), .init(name: "fail", value: "60"), .init(name: "retry-after", value: "2")])
+        }
         let stats = EnvironmentMiddleware(environment) --> TransportKind.asyncHTTPClient.make()
-        try await Self.holdsAfterRetryAfter(request, kind: kind, environment: environment) {
+        let arrivals = { (key: String) in
             try await stats.load(try APIRequest(.get, path: ["api", "outage", "stats"], query: [.init(name: "key", value: key)])).decode(FlakyStats.self)
                 .arrivals ?? []
+        }
+        try await Self.holdsAfterRetryAfter(try outage(key), then: try outage(otherKey), kind: kind, environment: environment) {
+            (try await arrivals(key), try await arrivals(otherKey))
         }
     }
 
@@ -84,8 +90,12 @@ struct HealthChainTests {
                 """)
         defer { nginx.stop() }
         let environment = try #require(ServerEnvironment(baseURL: nginx.baseURL))
-        try await Self.holdsAfterRetryAfter(try APIRequest(.get, path: ["limited"]), kind: kind, environment: environment) {
-            nginx.arrivals.map(\.time)
+        try await Self.holdsAfterRetryAfter(
+            try APIRequest(.get, path: ["limited"]), then: try APIRequest(.get, path: ["limited"], query: [.init(name: "other", value: "1")]), kind: kind,
+            environment: environment
+        ) {
+            let all = nginx.arrivals
+            return (all.filter { !$0.uri.contains("other") }.map(\.time), all.filter { $0.uri.contains("other") }.map(\.time))
         }
     }
 

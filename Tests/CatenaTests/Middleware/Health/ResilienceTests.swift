@@ -176,7 +176,7 @@ struct HedgeTests {
         let log = EventLog()
         // Long enough that a fast answer on a loaded run (the whole suite) never takes
         // it; the slow answer takes 10 s.
-        let delay = Timing.stretch(.milliseconds(500))
+        let delay = Timing.stretch(.seconds(2))
         let chain = log.observer --> HedgeMiddleware(after: .fixed(delay)) --> kind.make(timeout: .seconds(30))
         let url = server.url(.slowTail).absoluteString + "?every=2&ms=10000"
         func body() async throws -> String {

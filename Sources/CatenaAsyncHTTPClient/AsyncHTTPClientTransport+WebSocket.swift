@@ -242,6 +242,7 @@ extension AsyncHTTPClientTransport {
                 return .refused(collector.promise.futureResult)
             }
         }
+        try await channel.eventLoop.submit { try channel.pipeline.syncOperations.addHandler(EndOneTurnLater()) }.get()
         var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: configuration)
         // The frames that follow the 101 in the same read are the socket's first: kept.
         pipeline.leftOverBytesStrategy = .forwardBytes
@@ -267,6 +268,20 @@ extension AsyncHTTPClientTransport {
                 .invalidResponse, request: request, underlyingError: error, detail: "the server's answer to the WebSocket upgrade is not HTTP (\(error))")
         }
         return map(error, request: request, timeout: timeout, limit: 64 * 1024)
+    }
+}
+
+/// Passes the connection's end on one event-loop turn later, ahead of the HTTP decoder.
+/// A server may send its 101, its whole conversation and its close in one burst and
+/// close: NIO then reads the end in the same wake-up as the 101 (a FIN is read until
+/// EOF), while the decoder's removal, which forwards the bytes after the 101, runs a
+/// turn later, and a decoder that has seen the end drops them.
+private final class EndOneTurnLater: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOAny
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // Queued after the removal that the 101 started, and before the pipeline's teardown.
+        context.eventLoop.assumeIsolated().execute { context.fireChannelInactive() }
     }
 }
 

@@ -123,8 +123,13 @@ final class FrameInbox: ChannelInboundHandler, Sendable {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        // A connection that ended during the upgrade sends no channelInactive this way.
-        guard context.channel.isActive else { return frames.finish(nil) }
+        // A connection that ended during the upgrade may send no channelInactive this way.
+        // Its end is marked a turn later, after the upgrade has passed on the bytes that
+        // followed the 101: the session, woken by the upgrade, must find them first.
+        guard context.channel.isActive else {
+            let frames = frames
+            return context.eventLoop.execute { frames.finish(nil) }
+        }
         context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
     }
 

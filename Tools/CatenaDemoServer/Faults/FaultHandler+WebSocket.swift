@@ -39,6 +39,9 @@ extension MisbehavingServer {
         case badAccept = "ws-bad-accept"
         /// A text message split in fragments with a ping between them, then a close (1000).
         case interleavedPing = "ws-interleaved-ping"
+        /// The 101, three text messages and a close (1000) in one write, then the
+        /// connection's end at once: a server with all it has to say at the upgrade.
+        case burst = "ws-burst"
     }
 }
 
@@ -51,7 +54,18 @@ extension FaultHandler {
         }
         let digest = Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))
         let accept = fault == .badAccept ? "d3Jvbmcgd3Jvbmcgd3Jvbmc=" : Data(digest).base64EncodedString()
-        write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n")
+        let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n"
+        if fault == .burst {
+            let messages: [UInt8] = ["one", "two", "three"].flatMap { (text: String) -> [UInt8] in [0x81, UInt8(text.utf8.count)] + Array(text.utf8) }
+            // Corked, the bytes and the FIN leave in one segment, so the client is told of
+            // the end in the same wake-up as it reads the 101 (TCP_CORK is 3 on Linux).
+            let cork = ChannelOptions.Types.SocketOption(level: .tcp, name: .init(rawValue: 3))
+            _ = try? channel.syncOptions?.setOption(cork, value: 1)
+            channel.writeAndFlush(ByteBuffer(bytes: Array(head.utf8) + messages + [0x88, 0x02, 0x03, 0xE8]), promise: nil)
+            channel.close(promise: nil)
+            return
+        }
+        write(head)
         switch fault {
         case .masked: write([0x81, 0x82, 1, 2, 3, 4, UInt8(ascii: "h") ^ 1, UInt8(ascii: "i") ^ 2])
         case .reservedBits: write([0xC1, 0x02] + Array("hi".utf8))
@@ -71,7 +85,7 @@ extension FaultHandler {
             let reason = Array("boom \u{1B}[31mred".utf8)
             closeAfter([0x88, UInt8(2 + reason.count), 0x03, 0xF3] + reason)
         case .abrupt: channel.close(promise: nil)
-        case .neverCloses, .badAccept: break
+        case .neverCloses, .badAccept, .burst: break
         case .interleavedPing:
             closeAfter([0x01, 0x03] + Array("hel".utf8) + [0x89, 0x02] + Array("pi".utf8) + [0x80, 0x02] + Array("lo".utf8) + [0x88, 0x02, 0x03, 0xE8])
         }

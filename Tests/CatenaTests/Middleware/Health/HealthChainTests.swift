@@ -70,7 +70,7 @@ struct HealthChainTests {
                 query: [.init(name: "key", value: key), .init(name: "fail", value: "60"), .init(name: "retry-after", value: "2")])
         }
         let stats = EnvironmentMiddleware(environment) --> TransportKind.asyncHTTPClient.make()
-        let arrivals = { (key: String) in
+        let arrivals = { @Sendable (key: String) in
             try await stats.load(try APIRequest(.get, path: ["api", "outage", "stats"], query: [.init(name: "key", value: key)])).decode(FlakyStats.self)
                 .arrivals ?? []
         }

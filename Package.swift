@@ -131,7 +131,14 @@ let package = Package(
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ]
         ),
-        .target(name: "CatenaAsyncHTTPClient", dependencies: ["Catena"] + traitDependencies("AsyncHTTPClient")),
+        .target(
+            name: "CatenaAsyncHTTPClient",
+            dependencies: ["Catena", .target(name: "CZlib", condition: .when(traits: ["AsyncHTTPClient"]))] + traitDependencies("AsyncHTTPClient")
+        ),
+        // The system's zlib, for WebSockets' permessage-deflate: a module map, nothing to
+        // build (Apple's SDKs have it; on Debian, zlib1g-dev). SwiftNIO's own copy of zlib
+        // is an internal target of swift-nio-extras that no product exports.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "CatenaTesting", dependencies: ["Catena"]),
         // Operation and OperationQueue for code bases built on them (in the manner of PeakOperation and TWGOperations).
         .target(name: "CatenaOperations", dependencies: ["Catena"]),
@@ -268,7 +275,7 @@ let package = Package(
 
 // Every Swift target of ours is strict, but the generated client, which the generator
 // writes, and the C suppressions.
-for target in package.targets where !["DemoUsersOpenAPI", "ThreadSanitizerSuppressions"].contains(target.name) {
+for target in package.targets where target.type != .system && !["DemoUsersOpenAPI", "ThreadSanitizerSuppressions"].contains(target.name) {
     target.swiftSettings =
         (target.swiftSettings ?? []) + [
             .enableUpcomingFeature("ExistentialAny"),

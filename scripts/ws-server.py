@@ -10,6 +10,7 @@ Paths:
   /ticker?n=N&size=S    sends N text messages of S bytes, then closes with 1000
   /headers              sends the upgrade request's fields as one JSON message
   /flood                sends 64 KiB binary messages until the client closes
+  /extensions           sends the extensions agreed, as one JSON message, then echoes
   /flaky?id=K           sends "hello N" (N: the connection to this K), closes with 1012
                         for N < 3, then echoes
 """
@@ -43,6 +44,10 @@ def process_request(connection, request):
 async def handler(connection):
     path = urlsplit(connection.request.path).path
     if path in ("/echo", "/protected", "/chat"):
+        async for message in connection:
+            await connection.send(message)
+    elif path == "/extensions":
+        await connection.send(json.dumps([repr(e) for e in connection.protocol.extensions]))
         async for message in connection:
             await connection.send(message)
     elif path == "/close":
@@ -101,7 +106,8 @@ async def main():
         ssl=context,
         max_size=8 * 1024 * 1024,
         ping_interval=None,
-        compression=None,
+        # permessage-deflate when the client offers it, with websockets' defaults.
+        compression="deflate",
     )
     if args.unix:
         server = await unix_serve(handler, args.unix, **options)

@@ -112,7 +112,7 @@ extension AsyncHTTPClientTransport {
     /// never go through its tunnel): a request's own are not sent.
     private static let upgradeOwnFields: Set<String> = [
         "host", "connection", "upgrade", "proxy-authorization", "proxy-connection", "keep-alive", "te", "transfer-encoding",
-        "content-length", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-accept",
+        "content-length", "sec-websocket-key", "sec-websocket-version", "sec-websocket-accept",
     ]
 
     /// A connected channel to the server, through the request's proxy or Unix socket,

@@ -61,7 +61,8 @@ final class ChannelFrames: WebSocketFrameTransport {
         guard let opcode = WebSocketOpcode(encodedWebSocketOpcode: frame.opcode) else {
             return WebSocketWrite { () throws(WebSocketTransportError) in throw WebSocketTransportError("no frame with opcode \(frame.opcode) is sent") }
         }
-        let outgoing = NIOWebSocket.WebSocketFrame(fin: frame.fin, opcode: opcode, maskKey: .random(), data: ByteBuffer(data: frame.payload))
+        let outgoing = NIOWebSocket.WebSocketFrame(
+            fin: frame.fin, rsv1: frame.reservedBits & 4 != 0, opcode: opcode, maskKey: .random(), data: ByteBuffer(data: frame.payload))
         // Off the loop, writeAndFlush queues a task on it: callers' order is kept.
         let written = channel.writeAndFlush(outgoing)
         return WebSocketWrite { () throws(WebSocketTransportError) in
@@ -71,6 +72,10 @@ final class ChannelFrames: WebSocketFrameTransport {
                 throw WebSocketTransportError("\(error)", underlying: error)
             }
         }
+    }
+
+    func messageCodec(for agreed: PerMessageDeflate) throws(WebSocketTransportError) -> (any WebSocketMessageCodec)? {
+        try ZlibMessageCodec(agreed)
     }
 
     func close() async {

@@ -337,19 +337,6 @@ struct HostileWebSocketTests {
         #expect(socket.closeStatus?.code == .normalClosure)
     }
 
-    @Test("a 101, the whole conversation and the close in one burst, then the end: every message arrives, then the close")
-    func burst() async throws {
-        // The end comes in the read after the 101's; NIO's HTTP decoder drops the bytes
-        // after an upgrade when it has seen the end first. 20 times, as it was a race.
-        for round in 0..<20 {
-            let socket = try await Self.open(.burst)
-            let (messages, error) = await drain(socket)
-            #expect(messages == [.text("one"), .text("two"), .text("three")], "round \(round)")
-            #expect(error == nil, "round \(round)")
-            #expect(socket.closeStatus?.code == .normalClosure, "round \(round)")
-        }
-    }
-
     @Test("an abnormal close is an error carrying the code, its reason escaped for a terminal")
     func abnormalClose() async throws {
         let socket = try await Self.open(.abnormalClose)

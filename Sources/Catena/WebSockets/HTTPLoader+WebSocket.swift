@@ -19,7 +19,9 @@ extension HTTPLoader {
     /// - Throws: ``CatenaError/Code/unacceptableStatus`` when the server answers with
     ///   another status (the response, with up to 64 KiB of its body, is the error's);
     ///   ``CatenaError/Code/invalidResponse`` for a 101 that does not prove a WebSocket
-    ///   (a wrong `Sec-WebSocket-Accept`) or chooses a subprotocol not offered;
+    ///   (a wrong `Sec-WebSocket-Accept`), chooses a subprotocol not offered, or
+    ///   answers with an extension that does not fit the offer (see
+    ///   ``WebSocketOptions/compression``);
     ///   ``CatenaError/Code/invalidRequest`` for a request that cannot be an upgrade, or
     ///   a transport that cannot open WebSockets; and the transport's errors.
     public func webSocket(_ request: APIRequest, options: WebSocketOptions = WebSocketOptions()) async throws(CatenaError) -> WebSocket {
@@ -45,6 +47,9 @@ extension HTTPLoader {
                     .invalidRequest, request: request, detail: "each WebSocket subprotocol must be a distinct token (no spaces, commas or quotes)")
             }
             request.headerFields[.secWebSocketProtocol] = options.subprotocols.joined(separator: ", ")
+        }
+        if let compression = options.compression {
+            request.headerFields[.secWebSocketExtensions] = PerMessageDeflate.offer(compression)
         }
         let handoff = WebSocketUpgrade.Handoff(options: options)
         request[option: WebSocketUpgrade.self] = handoff
@@ -75,18 +80,34 @@ extension HTTPLoader {
         }
         let chosen = streamed.headerFields[.secWebSocketProtocol]
         var refusal: String?
+        var codec: (any WebSocketMessageCodec)?
         if let chosen, !options.subprotocols.contains(chosen) {
             refusal = "the server chose the WebSocket subprotocol \"\(WebSocketClose.printable(String(chosen.prefix(80))))\", which was not offered"
-        } else if streamed.headerFields[.secWebSocketExtensions] != nil {
-            // RFC 6455 section 4.1: an extension the client did not ask for fails the connection.
-            refusal = "the server answered with a WebSocket extension, and none was offered"
+        } else if case let answers = streamed.headerFields[values: .secWebSocketExtensions], !answers.isEmpty {
+            let answer = answers.joined(separator: ",")
+            if let compression = options.compression {
+                switch PerMessageDeflate.agreed(answer, offered: compression) {
+                case .success(let agreed):
+                    do {
+                        codec = try frames.messageCodec(for: agreed)
+                    } catch {
+                        refusal = "permessage-deflate could not be set up: \(error.detail)"
+                    }
+                case .failure(let failure):
+                    refusal = failure.detail
+                }
+            } else {
+                // RFC 6455 section 4.1: an extension the client did not ask for fails the connection.
+                refusal = "the server answered with a WebSocket extension, and none was offered"
+            }
         }
         if let refusal {
             await frames.close()
             streamed.body.cancel()
             throw CatenaError(.invalidResponse, request: streamed.request, response: streamed.head, detail: refusal)
         }
-        return WebSocket(frames: frames, response: streamed.head, subprotocol: chosen, options: options, upgradeBody: streamed.body, handoff: handoff)
+        return WebSocket(
+            frames: frames, response: streamed.head, subprotocol: chosen, options: options, codec: codec, upgradeBody: streamed.body, handoff: handoff)
     }
 
     private static var separators: Set<UInt8> { Set("()<>@,;:\\\"/[]?={}".utf8) }

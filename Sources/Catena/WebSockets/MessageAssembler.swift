@@ -1,7 +1,7 @@
 package import Foundation
 
 /// Reads a server's frames into messages, enforcing RFC 6455: unmasked frames, no
-/// reserved bits or opcodes, whole small control frames between fragments, one message
+/// reserved bits (but RFC 7692's RSV1 when permessage-deflate was agreed) or opcodes, whole small control frames between fragments, one message
 /// at a time, a size limit over all fragments, UTF-8 text and well-formed close frames.
 /// A value with no I/O, so every rule is tested without a connection.
 package struct MessageAssembler {
@@ -21,20 +21,26 @@ package struct MessageAssembler {
     }
 
     let limit: Int
+    /// The permessage-deflate codec, when the server agreed to it: RSV1 on a message's
+    /// first frame then says the message is compressed (RFC 7692 section 6).
+    private let codec: (any WebSocketMessageCodec)?
     private var fragments = Data()
     private var fragmentedOpcode: WebSocketFrame.Opcode?
+    private var fragmentsCompressed = false
 
-    init(limit: Int) {
+    init(limit: Int, codec: (any WebSocketMessageCodec)? = nil) {
         self.limit = limit
+        self.codec = codec
     }
 
     mutating func take(_ frame: WebSocketFrame) throws(Violation) -> Event {
         guard !frame.masked else { throw Violation(code: .protocolError, detail: "the server masked a frame, which only a client may do") }
-        guard frame.reservedBits == 0 else {
-            throw Violation(code: .protocolError, detail: "a frame has reserved bits set (\(frame.reservedBits)) that no extension agreed to")
-        }
         guard let opcode = WebSocketFrame.Opcode(rawValue: frame.opcode) else {
             throw Violation(code: .protocolError, detail: "a frame has the unknown opcode \(frame.opcode)")
+        }
+        let compressed = codec != nil && frame.reservedBits == 4 && (opcode == .text || opcode == .binary)
+        guard frame.reservedBits == 0 || compressed else {
+            throw Violation(code: .protocolError, detail: "a frame has reserved bits set (\(frame.reservedBits)) that no extension agreed to")
         }
         switch opcode {
         case .close, .ping, .pong:
@@ -55,7 +61,7 @@ package struct MessageAssembler {
             guard frame.fin else { return .none }
             fragmentedOpcode = nil
             defer { fragments = Data() }
-            return .message(try Self.message(started, fragments))
+            return .message(try message(started, fragments, compressed: fragmentsCompressed))
         case .text, .binary:
             guard fragmentedOpcode == nil else {
                 throw Violation(code: .protocolError, detail: "a new message began before the fragmented one ended")
@@ -64,9 +70,10 @@ package struct MessageAssembler {
             guard frame.fin else {
                 fragmentedOpcode = opcode
                 fragments = frame.payload
+                fragmentsCompressed = compressed
                 return .none
             }
-            return .message(try Self.message(opcode, frame.payload))
+            return .message(try message(opcode, frame.payload, compressed: compressed))
         }
     }
 
@@ -79,7 +86,23 @@ package struct MessageAssembler {
         Violation(code: .messageTooBig, detail: "a message reached \(size) bytes, over the limit of \(limit) (WebSocketOptions.maximumMessageSize)")
     }
 
-    private static func message(_ opcode: WebSocketFrame.Opcode, _ payload: Data) throws(Violation) -> WebSocketMessage {
+    /// The message, inflated first when it came compressed: the limit holds for what it
+    /// inflates to, and UTF-8 is checked on that.
+    private func message(_ opcode: WebSocketFrame.Opcode, _ payload: Data, compressed: Bool) throws(Violation) -> WebSocketMessage {
+        var payload = payload
+        if compressed, let codec {
+            do {
+                payload = try codec.inflate(payload, limit: limit)
+            } catch {
+                switch error {
+                case .tooBig:
+                    throw Violation(
+                        code: .messageTooBig, detail: "a compressed message inflates to over the limit of \(limit) bytes (WebSocketOptions.maximumMessageSize)")
+                case .corrupt(let why):
+                    throw Violation(code: .invalidPayload, detail: "a compressed message is not valid DEFLATE data (\(WebSocketClose.printable(why)))")
+                }
+            }
+        }
         guard opcode == .text else { return .binary(payload) }
         guard let text = String(validating: payload, as: UTF8.self) else {
             throw Violation(code: .invalidPayload, detail: "a text message of \(payload.count) bytes is not valid UTF-8")

@@ -36,11 +36,12 @@ public final class WebSocket: Sendable {
 
     package init(
         frames: any WebSocketFrameTransport, response: APIResponse, subprotocol: String?, options: WebSocketOptions,
-        upgradeBody: ResponseBody? = nil, handoff: WebSocketUpgrade.Handoff? = nil
+        codec: (any WebSocketMessageCodec)? = nil, upgradeBody: ResponseBody? = nil, handoff: WebSocketUpgrade.Handoff? = nil
     ) {
         self.response = response
         self.subprotocol = subprotocol
-        let session = WebSocketSession(frames: frames, request: response.request, options: options, upgradeBody: upgradeBody, handoff: handoff)
+        let session = WebSocketSession(
+            frames: frames, request: response.request, options: options, codec: codec, upgradeBody: upgradeBody, handoff: handoff)
         owner = Owner(session)
         messages = Messages(owner: owner)
         session.start()

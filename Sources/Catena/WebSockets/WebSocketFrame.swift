@@ -44,6 +44,14 @@ package protocol WebSocketFrameTransport: Sendable {
     func enqueue(_ frame: WebSocketFrame) -> WebSocketWrite
     /// Closes the connection.
     func close() async
+    /// The codec for the permessage-deflate the server agreed to; nil when this
+    /// connection's messages come uncompressed whatever was agreed (a replay). Called
+    /// once, before the first frame is received.
+    func messageCodec(for agreed: PerMessageDeflate) throws(WebSocketTransportError) -> (any WebSocketMessageCodec)?
+}
+
+extension WebSocketFrameTransport {
+    package func messageCodec(for agreed: PerMessageDeflate) throws(WebSocketTransportError) -> (any WebSocketMessageCodec)? { nil }
 }
 
 /// A frame on its way out: `wait()` returns once it was written, or throws why not.

@@ -28,6 +28,11 @@ public struct WebSocketOptions: Sendable {
     /// dead and the socket fails with ``CatenaError/Code/timedOut``. 20 seconds by default.
     public var pongTimeout: Duration = .seconds(20)
 
+    /// permessage-deflate (RFC 7692) offered to the server; nil, the default, offers no
+    /// compression. See ``WebSocketCompression`` for when to turn it on. A compressed
+    /// message is held to ``maximumMessageSize`` as it inflates.
+    public var compression: WebSocketCompression?
+
     /// The defaults.
     public init() {}
 }

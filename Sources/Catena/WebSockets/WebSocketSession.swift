@@ -28,6 +28,8 @@ final class WebSocketSession: Sendable {
     let request: APIRequest
     let options: WebSocketOptions
     let queue: MessageQueue
+    /// permessage-deflate's codec, when the server agreed to it.
+    private let codec: (any WebSocketMessageCodec)?
     private let observers: [@Sendable (WebSocketMessageEvent) -> Void]
     /// The 101's body as the chain returned it, and the handoff that made it: both end
     /// with the socket (see `WebSocketUpgrade.Handoff.upgradeBody`).
@@ -36,10 +38,11 @@ final class WebSocketSession: Sendable {
     private let state = Locked(State())
 
     init(
-        frames: any WebSocketFrameTransport, request: APIRequest, options: WebSocketOptions, upgradeBody: ResponseBody?,
-        handoff: WebSocketUpgrade.Handoff?
+        frames: any WebSocketFrameTransport, request: APIRequest, options: WebSocketOptions, codec: (any WebSocketMessageCodec)?,
+        upgradeBody: ResponseBody?, handoff: WebSocketUpgrade.Handoff?
     ) {
         self.frames = frames
+        self.codec = codec
         self.handoff = handoff
         self.request = request
         self.options = options
@@ -106,8 +109,15 @@ final class WebSocketSession: Sendable {
         return state.withLock { state in
             guard !state.closeSent, state.closed == nil else { return nil }
             if isClose { state.closeSent = true }
-            if let message { observe(message, sent: true) }
-            return frames.enqueue(frame)
+            guard let message else { return frames.enqueue(frame) }
+            observe(message, sent: true)
+            // Deflated under the lock: with a window kept between messages, the server
+            // inflates them in the order they were compressed.
+            guard let codec else { return frames.enqueue(frame) }
+            var compressed = frame
+            compressed.payload = codec.deflate(frame.payload)
+            compressed.reservedBits = 4
+            return frames.enqueue(compressed)
         }
     }
 
@@ -167,7 +177,7 @@ final class WebSocketSession: Sendable {
     }
 
     private func read() async {
-        var assembler = MessageAssembler(limit: options.maximumMessageSize)
+        var assembler = MessageAssembler(limit: options.maximumMessageSize, codec: codec)
         while true {
             let frame: WebSocketFrame?
             do {

@@ -42,6 +42,11 @@ extension MisbehavingServer {
         /// The 101, three text messages and a close (1000) in one write, then the
         /// connection's end at once: a server with all it has to say at the upgrade.
         case burst = "ws-burst"
+        /// permessage-deflate accepted, then a 53 KB compressed message that inflates to
+        /// 8 MiB of zeros.
+        case deflateBomb = "ws-deflate-bomb"
+        /// permessage-deflate accepted, then a compressed message that is no DEFLATE data.
+        case deflateCorrupt = "ws-deflate-corrupt"
     }
 }
 
@@ -54,7 +59,10 @@ extension FaultHandler {
         }
         let digest = Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))
         let accept = fault == .badAccept ? "d3Jvbmcgd3Jvbmcgd3Jvbmc=" : Data(digest).base64EncodedString()
-        let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n"
+        let deflates = fault == .deflateBomb || fault == .deflateCorrupt
+        let head =
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n"
+            + (deflates ? "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n" : "\r\n")
         if fault == .burst {
             let messages: [UInt8] = ["one", "two", "three"].flatMap { (text: String) -> [UInt8] in [0x81, UInt8(text.utf8.count)] + Array(text.utf8) }
             // Corked, the bytes and the FIN leave in one segment, so the client is told of
@@ -86,6 +94,13 @@ extension FaultHandler {
             closeAfter([0x88, UInt8(2 + reason.count), 0x03, 0xF3] + reason)
         case .abrupt: channel.close(promise: nil)
         case .neverCloses, .badAccept, .burst: break
+        case .deflateBomb:
+            // The gzip bomb's DEFLATE stream, without gzip's header and trailer.
+            let deflate = Array(Gzip.bomb.dropFirst(10).dropLast(8))
+            write([0xC2, 0x7E, UInt8(deflate.count >> 8), UInt8(deflate.count & 0xFF)] + deflate)
+        case .deflateCorrupt:
+            // Block type 3, which DEFLATE reserves.
+            write([0xC1, 0x04, 0xFF, 0xFF, 0xFF, 0xFF])
         case .interleavedPing:
             closeAfter([0x01, 0x03] + Array("hel".utf8) + [0x89, 0x02] + Array("pi".utf8) + [0x80, 0x02] + Array("lo".utf8) + [0x88, 0x02, 0x03, 0xE8])
         }

@@ -1,0 +1,2 @@
+// The system's zlib, for permessage-deflate (RFC 7692) in CatenaAsyncHTTPClient.
+#include <zlib.h>

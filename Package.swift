@@ -133,12 +133,12 @@ let package = Package(
         ),
         .target(
             name: "CatenaAsyncHTTPClient",
-            dependencies: ["Catena", .target(name: "CZlib", condition: .when(traits: ["AsyncHTTPClient"]))] + traitDependencies("AsyncHTTPClient")
+            dependencies: ["Catena", .target(name: "CCatenaZlib", condition: .when(traits: ["AsyncHTTPClient"]))] + traitDependencies("AsyncHTTPClient")
         ),
         // The system's zlib, for WebSockets' permessage-deflate: a module map, nothing to
         // build (Apple's SDKs have it; on Debian, zlib1g-dev). SwiftNIO's own copy of zlib
         // is an internal target of swift-nio-extras that no product exports.
-        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CCatenaZlib", path: "Sources/CCatenaZlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "CatenaTesting", dependencies: ["Catena"]),
         // Operation and OperationQueue for code bases built on them (in the manner of PeakOperation and TWGOperations).
         .target(name: "CatenaOperations", dependencies: ["Catena"]),

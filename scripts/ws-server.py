@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A WebSocket server the project did not write (Python's `websockets`, 13 or later),
-for Catena's tests. Listens on 127.0.0.1:PORT (or a Unix socket), optionally over TLS.
+for Catena's tests. Listens on 127.0.0.1:PORT (or a Unix socket), optionally over TLS
+(and with --client-ca, requiring a client certificate).
 
 Paths:
   /echo                 sends back every message
@@ -95,11 +96,15 @@ async def main():
     parser.add_argument("--unix")
     parser.add_argument("--cert")
     parser.add_argument("--key")
+    parser.add_argument("--client-ca", help="require a client certificate issued by this CA (PEM)")
     args = parser.parse_args()
     context = None
     if args.cert:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.cert, args.key)
+        if args.client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(args.client_ca)
     options = dict(
         process_request=process_request,
         select_subprotocol=select_subprotocol,

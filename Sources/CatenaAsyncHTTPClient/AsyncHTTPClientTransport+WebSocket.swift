@@ -263,6 +263,11 @@ extension AsyncHTTPClientTransport {
         if let error = error as? NIOHTTP1ProxyConnectHandler.Error {
             return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the proxy refused the tunnel (\(error))")
         }
+        if error is ChannelPipelineError {
+            // A handler is gone only once the channel was torn down: the server closed it
+            // (a TLS 1.3 server refusing the client's certificate does, after the handshake).
+            return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the connection ended during the WebSocket handshake")
+        }
         if error is HTTPParserError {
             return CatenaError(
                 .invalidResponse, request: request, underlyingError: error, detail: "the server's answer to the WebSocket upgrade is not HTTP (\(error))")

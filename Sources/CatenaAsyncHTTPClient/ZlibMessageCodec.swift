@@ -1,5 +1,5 @@
 #if AsyncHTTPClient
-import CZlib
+import CCatenaZlib
 import Catena
 import Foundation
 
@@ -15,8 +15,11 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
     private let inflating = PthreadLock()
     private let deflating = PthreadLock()
     private let agreed: PerMessageDeflate
+    private var initialized = (inflate: false, deflate: false)
     /// Output is made this many bytes at a time.
     private static let chunk = 16 * 1024
+    /// Input is given to zlib at most this many bytes at a time (its counts are 32-bit).
+    private static let slice = 1 << 30
 
     init(_ agreed: PerMessageDeflate) throws(WebSocketTransportError) {
         self.agreed = agreed
@@ -24,26 +27,18 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
         deflater.initialize(to: z_stream())
         // A raw stream (negative bits) with the largest window inflates any smaller one.
         let inflateStatus = inflateInit2_(inflater, -15, zlibVersion(), Int32(MemoryLayout<z_stream>.size))
-        // zlib makes no raw stream with an 8-bit window (it would write 9): a server that
-        // asks for 8 is refused rather than sent what it cannot read.
-        let deflateStatus =
-            agreed.clientMaxWindowBits < 9
-            ? Z_STREAM_ERROR
-            : deflateInit2_(
-                deflater, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -Int32(agreed.clientMaxWindowBits), 8, Z_DEFAULT_STRATEGY, zlibVersion(),
-                Int32(MemoryLayout<z_stream>.size))
-        if inflateStatus == Z_OK { initialized.inflate = true }
-        if deflateStatus == Z_OK { initialized.deflate = true }
+        // zlib makes no raw stream with an 8-bit window (it would use 9): for a server
+        // that asks for 8, Huffman coding alone, which refers back to nothing.
+        let bits = Int32(max(agreed.clientMaxWindowBits, 9))
+        let strategy = agreed.clientMaxWindowBits < 9 ? Z_HUFFMAN_ONLY : Z_DEFAULT_STRATEGY
+        let deflateStatus = deflateInit2_(
+            deflater, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -bits, 8, strategy, zlibVersion(), Int32(MemoryLayout<z_stream>.size))
+        initialized = (inflateStatus == Z_OK, deflateStatus == Z_OK)
         // On failure deinit runs (every property is set) and frees what was made.
         guard inflateStatus == Z_OK, deflateStatus == Z_OK else {
-            throw WebSocketTransportError(
-                agreed.clientMaxWindowBits < 9
-                    ? "the server asks for client_max_window_bits=8, which zlib cannot compress with"
-                    : "zlib could not start (\(inflateStatus), \(deflateStatus))")
+            throw WebSocketTransportError("zlib could not start (\(inflateStatus), \(deflateStatus))")
         }
     }
-
-    private var initialized = (inflate: false, deflate: false)
 
     deinit {
         if initialized.inflate { inflateEnd(inflater) }
@@ -61,79 +56,114 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
             // RFC 7692 section 7.2.2: the sender stripped the empty block's tail.
             var input = payload
             input.append(contentsOf: [0x00, 0x00, 0xFF, 0xFF])
-            defer { if agreed.serverNoContextTakeover { inflateReset(inflater) } }
-            return input.withUnsafeMutableBytes { (bytes: UnsafeMutableRawBufferPointer) -> Result<Data, WebSocketInflateError> in
-                let stream = inflater
-                stream.pointee.next_in = bytes.bindMemory(to: Bytef.self).baseAddress
-                stream.pointee.avail_in = uInt(bytes.count)
-                defer {
-                    stream.pointee.next_in = nil
-                    stream.pointee.avail_in = 0
-                }
-                var output = Data()
-                var buffer = [Bytef](repeating: 0, count: Self.chunk)
-                while true {
-                    let (status, produced) = buffer.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
-                        stream.pointee.next_out = out.baseAddress
-                        stream.pointee.avail_out = uInt(out.count)
-                        let status = CZlib.inflate(stream, Z_SYNC_FLUSH)
-                        return (status, out.count - Int(stream.pointee.avail_out))
-                    }
-                    guard produced <= limit - output.count else { return .failure(.tooBig) }
-                    output.append(contentsOf: buffer[0..<produced])
-                    switch status {
-                    case Z_OK:
-                        // More to come while input is left or the output was full.
-                        if stream.pointee.avail_in == 0, produced < Self.chunk { return .success(output) }
-                    case Z_STREAM_END:
-                        // The message ended its stream (a final block): the next one starts anew.
-                        inflateReset(stream)
-                        return .success(output)
-                    case Z_BUF_ERROR where stream.pointee.avail_in == 0:
-                        return .success(output)
-                    default:
-                        let message = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
-                        inflateReset(stream)
-                        return .failure(.corrupt(message))
-                    }
-                }
-            }
+            let result = input.withUnsafeMutableBytes { bytes in inflate(bytes, limit: limit) }
+            if agreed.serverNoContextTakeover { inflateReset(inflater) }
+            return result
         }
         return try result.get()
     }
 
-    func deflate(_ message: Data) -> Data {
+    /// Inflates all of `input`, lock held: stops at the first chunk that passes `limit`.
+    private func inflate(_ input: UnsafeMutableRawBufferPointer, limit: Int) -> Result<Data, WebSocketInflateError> {
+        let stream = inflater
+        defer {
+            stream.pointee.next_in = nil
+            stream.pointee.avail_in = 0
+        }
+        var offset = 0
+        var output = Data()
+        var buffer = [Bytef](repeating: 0, count: Self.chunk)
+        while true {
+            if stream.pointee.avail_in == 0, offset < input.count {
+                let count = min(Self.slice, input.count - offset)
+                stream.pointee.next_in = input.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self) }
+                stream.pointee.avail_in = uInt(count)
+                offset += count
+            }
+            let (status, produced) = buffer.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
+                stream.pointee.next_out = out.baseAddress
+                stream.pointee.avail_out = uInt(out.count)
+                let status = CCatenaZlib.inflate(stream, Z_SYNC_FLUSH)
+                return (status, out.count - Int(stream.pointee.avail_out))
+            }
+            guard produced <= limit - output.count else { return .failure(.tooBig) }
+            output.append(contentsOf: buffer[0..<produced])
+            let inputLeft = stream.pointee.avail_in > 0 || offset < input.count
+            switch status {
+            case Z_OK:
+                // More to come while input is left or the output was full.
+                if !inputLeft, produced < Self.chunk { return .success(output) }
+            case Z_STREAM_END:
+                // The message ended its stream with a final block (section 7.2.3): the next
+                // starts a new stream, with this one's window unless the server resets it.
+                restartKeepingWindow()
+                return .success(output)
+            case Z_BUF_ERROR where !inputLeft:
+                return .success(output)
+            default:
+                let message = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
+                inflateReset(stream)
+                return .failure(.corrupt(message))
+            }
+        }
+    }
+
+    /// Resets the inflater for a new stream, and gives it the old one's window back.
+    private func restartKeepingWindow() {
+        guard !agreed.serverNoContextTakeover else {
+            inflateReset(inflater)
+            return
+        }
+        var window = [Bytef](repeating: 0, count: 1 << 15)
+        var length: uInt = 0
+        let got = window.withUnsafeMutableBufferPointer { inflateGetDictionary(inflater, $0.baseAddress, &length) }
+        inflateReset(inflater)
+        if got == Z_OK, length > 0 {
+            _ = window.withUnsafeBufferPointer { inflateSetDictionary(inflater, $0.baseAddress, length) }
+        }
+    }
+
+    func deflate<Sent>(_ message: Data, then send: (Data) -> Sent) -> Sent {
         deflating.withLock {
             var input = message
-            defer { if agreed.clientNoContextTakeover { deflateReset(deflater) } }
-            let stream = deflater
-            var output = input.withUnsafeMutableBytes { (bytes: UnsafeMutableRawBufferPointer) -> Data in
-                stream.pointee.next_in = bytes.bindMemory(to: Bytef.self).baseAddress
-                stream.pointee.avail_in = uInt(bytes.count)
-                defer {
-                    stream.pointee.next_in = nil
-                    stream.pointee.avail_in = 0
-                }
-                var output = Data()
-                var buffer = [Bytef](repeating: 0, count: Self.chunk)
-                // A sync flush ends on a byte boundary with an empty stored block; the
-                // output is whole once a flush leaves room in the buffer.
-                while true {
-                    let produced = buffer.withUnsafeMutableBufferPointer { out -> Int in
-                        stream.pointee.next_out = out.baseAddress
-                        stream.pointee.avail_out = uInt(out.count)
-                        _ = CZlib.deflate(stream, Z_SYNC_FLUSH)
-                        return out.count - Int(stream.pointee.avail_out)
-                    }
-                    output.append(contentsOf: buffer[0..<produced])
-                    if produced < Self.chunk { return output }
-                }
-            }
+            var output = input.withUnsafeMutableBytes { bytes in deflate(bytes) }
+            if agreed.clientNoContextTakeover { deflateReset(deflater) }
             // RFC 7692 section 7.2.1: the empty block's 0x00 0x00 0xFF 0xFF is left off.
             if output.count >= 4, output.suffix(4) == Data([0x00, 0x00, 0xFF, 0xFF]) { output.removeLast(4) }
             // An empty message right after a flush makes zlib write nothing; section
             // 7.2.3.6's single 0x00 carries the bits the stripped tail needs before it.
-            return output.isEmpty ? Data([0x00]) : output
+            return send(output.isEmpty ? Data([0x00]) : output)
+        }
+    }
+
+    /// Deflates all of `input` and flushes to a byte boundary, lock held.
+    private func deflate(_ input: UnsafeMutableRawBufferPointer) -> Data {
+        let stream = deflater
+        defer {
+            stream.pointee.next_in = nil
+            stream.pointee.avail_in = 0
+        }
+        var offset = 0
+        var output = Data()
+        var buffer = [Bytef](repeating: 0, count: Self.chunk)
+        while true {
+            if stream.pointee.avail_in == 0, offset < input.count {
+                let count = min(Self.slice, input.count - offset)
+                stream.pointee.next_in = input.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self) }
+                stream.pointee.avail_in = uInt(count)
+                offset += count
+            }
+            // Only the last slice is flushed: a sync flush ends on a byte boundary with an
+            // empty stored block, whole once a call leaves room in the buffer.
+            let last = offset == input.count
+            let produced = buffer.withUnsafeMutableBufferPointer { out -> Int in
+                stream.pointee.next_out = out.baseAddress
+                stream.pointee.avail_out = uInt(out.count)
+                _ = CCatenaZlib.deflate(stream, last ? Z_SYNC_FLUSH : Z_NO_FLUSH)
+                return out.count - Int(stream.pointee.avail_out)
+            }
+            output.append(contentsOf: buffer[0..<produced])
+            if last, stream.pointee.avail_in == 0, produced < Self.chunk { return output }
         }
     }
 }

@@ -100,7 +100,7 @@ struct HostileWebSocketCompressionTests {
         return try await AsyncHTTPClientTransport().webSocket(request, options: options)
     }
 
-    @Test("a message that inflates past the limit closes the socket with 1009, having inflated no more than the limit")
+    @Test("a message that inflates past the limit closes the socket with 1009")
     func bomb() async throws {
         var options = compressed()
         options.maximumMessageSize = 1024 * 1024
@@ -126,6 +126,18 @@ struct HostileWebSocketCompressionTests {
         #expect(error?.code == .invalidResponse)
         #expect(error?.detail?.contains("none was offered") == true)
     }
+}
+
+/// A server that says everything with its 101 and leaves (Linux only: the fault corks
+/// the bytes and the FIN into one segment with TCP_CORK).
+@Suite("WebSockets: the whole conversation in the 101's burst", .serialized, .timeLimit(.minutes(3)))
+struct WebSocketBurstTests {
+    private func open(_ fault: MisbehavingServer.WebSocketFault) async throws -> WebSocket {
+        let server = try await FaultServer.running()
+        var request = APIRequest(url: server.baseURL.appending(path: fault.rawValue))
+        request[option: RequestTimeout.self] = .seconds(10)
+        return try await AsyncHTTPClientTransport().webSocket(request)
+    }
 
     @Test("a 101, the whole conversation and the close in one burst, then the end: every message arrives, then the close")
     func burst() async throws {
@@ -133,7 +145,7 @@ struct HostileWebSocketCompressionTests {
         // segment); NIO's HTTP decoder drops the bytes after an upgrade once it has seen
         // the end. 20 rounds, as it was a race.
         for round in 0..<20 {
-            let socket = try await open(.burst, options: WebSocketOptions())
+            let socket = try await open(.burst)
             let (messages, error) = await readAll(socket)
             #expect(messages == [.text("one"), .text("two"), .text("three")], "round \(round)")
             #expect(error == nil, "round \(round)")
@@ -174,7 +186,8 @@ struct PerMessageDeflateTests {
             "x-webkit-deflate-frame", "permessage-deflate, permessage-deflate", "permessage-deflate; server_max_window_bits=16",
             "permessage-deflate; client_max_window_bits=7", "permessage-deflate; server_max_window_bits", "permessage-deflate; unknown=1",
             "permessage-deflate; server_no_context_takeover; server_no_context_takeover", "permessage-deflate; server_no_context_takeover=1",
-            "permessage-deflate; client_max_window_bits=0012",
+            "permessage-deflate; client_max_window_bits=0012", "permessage-deflate; client_max_window_bits=08",
+            "permessage-deflate; server_max_window_bits=+9",
         ])
     func refused(_ answer: String) {
         guard case .failure(let refusal) = PerMessageDeflate.agreed(answer, offered: .deflate) else {
@@ -226,17 +239,17 @@ struct PerMessageDeflateTests {
                     case 1: Data(String(repeating: "words ", count: Int.random(in: 0...20_000)).utf8)
                     default: Data()
                     }
-                let wire = sender.deflate(message)
+                let wire = sender.deflate(message) { $0 }
                 #expect(try receiver.inflate(wire, limit: message.count) == message, "round \(round)")
             }
         }
     }
 
-    @Test("inflating stops at the limit: one byte under what the message holds is too big")
+    @Test("the limit holds for what a message inflates to: one byte under it is too big")
     func limit() throws {
         let codec = try ZlibMessageCodec(PerMessageDeflate())
         let message = Data(repeating: 0x61, count: 1 << 20)
-        let wire = codec.deflate(message)
+        let wire = codec.deflate(message) { $0 }
         #expect(wire.count < 10_000)
         let other = try ZlibMessageCodec(PerMessageDeflate())
         #expect(throws: WebSocketInflateError.tooBig) { try other.inflate(wire, limit: message.count - 1) }
@@ -256,10 +269,71 @@ struct PerMessageDeflateTests {
         }
     }
 
-    @Test("a server asking for an 8-bit client window is refused: zlib cannot compress with one")
-    func eightBits() {
+    @Test("a server asking for an 8-bit client window gets Huffman coding alone, which its window inflates")
+    func eightBits() throws {
         var agreed = PerMessageDeflate()
         agreed.clientMaxWindowBits = 8
-        #expect(throws: WebSocketTransportError.self) { try ZlibMessageCodec(agreed) }
+        let codec = try ZlibMessageCodec(agreed)
+        let message = Data(String(repeating: "abcdefgh", count: 4_000).utf8)
+        let wire = codec.deflate(message) { $0 }
+        #expect(wire.count < message.count)
+        // Python's zlib with an 8-bit window would refuse a distance past 256; none is made.
+        let receiver = try ZlibMessageCodec(agreed)
+        #expect(try receiver.inflate(wire, limit: message.count) == message)
+    }
+
+    @Test("a server that ends a message with a final block keeps its window for the next (section 7.2.3)")
+    func finalBlockKeepsWindow() throws {
+        // "hello" in a final block, then a new stream that copies it from the window
+        // (made by Python's zlib with zdict): without the window, "distance too far back".
+        let first = Data([0xCB, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00])
+        let codec = try ZlibMessageCodec(PerMessageDeflate())
+        #expect(try codec.inflate(first, limit: 100) == Data("hello".utf8))
+        let second = Data([0xCA, 0x00, 0x11, 0x00, 0x00])
+        #expect(try codec.inflate(second, limit: 100) == Data("hello".utf8))
+    }
+}
+
+/// What goes on the wire when compression was agreed: the session's frames, recorded.
+@Suite("permessage-deflate: what the socket sends")
+struct DeflatedFramesTests {
+    /// A connection that keeps what is sent and receives nothing until closed.
+    final class Recorder: WebSocketFrameTransport {
+        let sent = Locked<[Catena.WebSocketFrame]>([])
+        let closed = AsyncStream<Void>.makeStream()
+        func receive() async throws(WebSocketTransportError) -> Catena.WebSocketFrame? {
+            for await _ in closed.stream {}
+            return nil
+        }
+        func enqueue(_ frame: Catena.WebSocketFrame) -> WebSocketWrite {
+            sent.withLock { $0.append(frame) }
+            return WebSocketWrite {}
+        }
+        func close() async { closed.continuation.finish() }
+    }
+
+    @Test("messages go out with RSV1 and compressed, control frames plain; the peer's codec reads them back in order")
+    func compressedOnTheWire() async throws {
+        let recorder = Recorder()
+        let request = try APIRequest(urlString: "ws://api.example/feed")
+        let socket = WebSocket(
+            frames: recorder, response: APIResponse(status: .switchingProtocols, request: request), subprotocol: nil, options: WebSocketOptions(),
+            codec: try ZlibMessageCodec(PerMessageDeflate()))
+        let text = String(repeating: "compress me ", count: 1_000)
+        try await socket.send(text: text)
+        try await socket.send(text: text)
+        try await socket.send(data: Data())
+        await socket.close()
+        let frames = recorder.sent.withLock { $0 }
+        try #require(frames.count == 4)
+        let peer = try ZlibMessageCodec(PerMessageDeflate())
+        for (frame, expected) in zip(frames, [Data(text.utf8), Data(text.utf8), Data()]) {
+            #expect(frame.reservedBits == 4)
+            #expect(frame.payload.count < max(expected.count, 2))
+            #expect(try peer.inflate(frame.payload, limit: 1 << 20) == expected)
+        }
+        // The second copy refers back to the first: the window was kept.
+        #expect(frames[1].payload.count < frames[0].payload.count)
+        #expect(frames[3].opcode == Catena.WebSocketFrame.Opcode.close.rawValue && frames[3].reservedBits == 0)
     }
 }

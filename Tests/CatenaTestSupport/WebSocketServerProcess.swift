@@ -34,8 +34,9 @@ final class WebSocketServerProcess: Sendable {
         "\(secure ? "wss" : "ws")://127.0.0.1:\(port)\(path)"
     }
 
-    /// The server on a free port; over TLS with the certificate and key given.
-    static func start(certificatePEM: String? = nil, keyPEM: String? = nil) async throws -> WebSocketServerProcess {
+    /// The server on a free port; over TLS with the certificate and key given, and then
+    /// requiring a client certificate from `clientAuthorityPEM` when given.
+    static func start(certificatePEM: String? = nil, keyPEM: String? = nil, clientAuthorityPEM: String? = nil) async throws -> WebSocketServerProcess {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appending(path: "scripts/ws-server.py").path
         let directory = FileManager.default.temporaryDirectory.appending(path: "catena-ws-\(UUID().uuidString)")
@@ -45,6 +46,10 @@ final class WebSocketServerProcess: Sendable {
             try certificatePEM.write(to: directory.appending(path: "cert.pem"), atomically: true, encoding: .utf8)
             try keyPEM.write(to: directory.appending(path: "key.pem"), atomically: true, encoding: .utf8)
             tls = ["--cert", directory.appending(path: "cert.pem").path, "--key", directory.appending(path: "key.pem").path]
+            if let clientAuthorityPEM {
+                try clientAuthorityPEM.write(to: directory.appending(path: "client-ca.pem"), atomically: true, encoding: .utf8)
+                tls += ["--client-ca", directory.appending(path: "client-ca.pem").path]
+            }
         }
         for _ in 0..<5 {
             let port = try LocalProcess.freePort()

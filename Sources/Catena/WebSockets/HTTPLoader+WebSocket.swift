@@ -48,9 +48,8 @@ extension HTTPLoader {
             }
             request.headerFields[.secWebSocketProtocol] = options.subprotocols.joined(separator: ", ")
         }
-        if let compression = options.compression {
-            request.headerFields[.secWebSocketExtensions] = PerMessageDeflate.offer(compression)
-        }
+        // The extensions offered are Catena's to choose: none it cannot speak.
+        request.headerFields[.secWebSocketExtensions] = options.compression.map(PerMessageDeflate.offer)
         let handoff = WebSocketUpgrade.Handoff(options: options)
         request[option: WebSocketUpgrade.self] = handoff
         let streamed: StreamedResponse

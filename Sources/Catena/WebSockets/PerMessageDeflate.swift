@@ -61,7 +61,8 @@ package struct PerMessageDeflate: Sendable, Equatable {
         var parts = extensions[0].split(separator: ";", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         let name = parts.removeFirst()
         guard name.lowercased() == "permessage-deflate" else {
-            return .failure(Refusal("the server answered with the WebSocket extension \"\(WebSocketClose.printable(String(name.prefix(40))))\", which was not offered"))
+            return .failure(
+                Refusal("the server answered with the WebSocket extension \"\(WebSocketClose.printable(String(name.prefix(40))))\", which was not offered"))
         }
         var agreed = PerMessageDeflate()
         var seen: Set<String> = []
@@ -70,7 +71,9 @@ package struct PerMessageDeflate: Sendable, Equatable {
             let key = pair[0].lowercased()
             var value = pair.count == 2 ? pair[1] : nil
             if let quoted = value, quoted.count >= 2, quoted.hasPrefix("\""), quoted.hasSuffix("\"") { value = String(quoted.dropFirst().dropLast()) }
-            guard seen.insert(key).inserted else { return .failure(Refusal("permessage-deflate's answer names \(WebSocketClose.printable(String(key.prefix(40)))) twice")) }
+            guard seen.insert(key).inserted else {
+                return .failure(Refusal("permessage-deflate's answer names \(WebSocketClose.printable(String(key.prefix(40)))) twice"))
+            }
             switch key {
             case "server_no_context_takeover" where value == nil: agreed.serverNoContextTakeover = true
             case "client_no_context_takeover" where value == nil: agreed.clientNoContextTakeover = true
@@ -92,8 +95,11 @@ package struct PerMessageDeflate: Sendable, Equatable {
         return .success(agreed)
     }
 
+    /// 8 to 15, written as the RFC's grammar says: digits, no leading zero.
     private static func windowBits(_ text: String) -> Int? {
-        guard text.count <= 2, text.allSatisfy(\.isASCII), let bits = Int(text), (8...15).contains(bits) else { return nil }
+        guard (1...2).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), !text.hasPrefix("0"), let bits = Int(text),
+            (8...15).contains(bits)
+        else { return nil }
         return bits
     }
 
@@ -104,15 +110,16 @@ package struct PerMessageDeflate: Sendable, Equatable {
 }
 
 /// The compressor and decompressor of one socket, made by its transport for what the
-/// server agreed to. `inflate` is called by the socket's reading task only, `deflate`
-/// under the socket's lock in the order the messages go out: each keeps its window
-/// between messages unless the agreement says otherwise.
+/// server agreed to. `inflate` is called by the socket's reading task only, `deflate` by
+/// any sender: each keeps its window between messages unless the agreement says otherwise.
 package protocol WebSocketMessageCodec: Sendable {
     /// One message's compressed payload inflated (the codec adds the 0x00 0x00 0xFF
     /// 0xFF that RFC 7692 section 7.2.2 strips), at most `limit` bytes.
     func inflate(_ payload: Data, limit: Int) throws(WebSocketInflateError) -> Data
-    /// One message deflated, its trailing 0x00 0x00 0xFF 0xFF stripped.
-    func deflate(_ message: Data) -> Data
+    /// One message deflated, its trailing 0x00 0x00 0xFF 0xFF stripped, handed to
+    /// `send` while no other message is deflated: messages go out in the order their
+    /// compression saw them, which a kept window needs.
+    func deflate<Sent>(_ message: Data, then send: (Data) -> Sent) -> Sent
 }
 
 /// Why a compressed message could not be inflated.

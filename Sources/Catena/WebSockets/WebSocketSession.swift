@@ -105,19 +105,26 @@ final class WebSocketSession: Sendable {
     /// socket closing. Nil when the frame may not be sent.
     /// A sent message is observed under the same lock, before any answer to it can be.
     private func enqueue(_ frame: WebSocketFrame, observing message: WebSocketMessage? = nil) -> WebSocketWrite? {
+        // A message is compressed outside the state's lock (pongs and the close never
+        // wait for it), and queued before the codec lets the next message be compressed.
+        if message != nil, let codec {
+            return codec.deflate(frame.payload) { payload in
+                var compressed = frame
+                compressed.payload = payload
+                compressed.reservedBits = 4
+                return queue(compressed, observing: message)
+            }
+        }
+        return queue(frame, observing: message)
+    }
+
+    private func queue(_ frame: WebSocketFrame, observing message: WebSocketMessage?) -> WebSocketWrite? {
         let isClose = frame.opcode == WebSocketFrame.Opcode.close.rawValue
         return state.withLock { state in
             guard !state.closeSent, state.closed == nil else { return nil }
             if isClose { state.closeSent = true }
-            guard let message else { return frames.enqueue(frame) }
-            observe(message, sent: true)
-            // Deflated under the lock: with a window kept between messages, the server
-            // inflates them in the order they were compressed.
-            guard let codec else { return frames.enqueue(frame) }
-            var compressed = frame
-            compressed.payload = codec.deflate(frame.payload)
-            compressed.reservedBits = 4
-            return frames.enqueue(compressed)
+            if let message { observe(message, sent: true) }
+            return frames.enqueue(frame)
         }
     }
 

@@ -175,8 +175,9 @@ struct HedgeTests {
         defer { Task { await server.stop() } }
         let log = EventLog()
         // Long enough that a fast answer on a loaded run (the whole suite) never takes
-        // it; the slow answer takes 10 s.
-        let delay = Timing.stretch(.seconds(2))
+        // it, and well inside the slow answer's 10 s (under ThreadSanitizer too, where a
+        // delay of 16 s once outlasted it and nothing was hedged).
+        let delay = max(.seconds(2), Timing.stretch(.milliseconds(500)))
         let chain = log.observer --> HedgeMiddleware(after: .fixed(delay)) --> kind.make(timeout: .seconds(30))
         let url = server.url(.slowTail).absoluteString + "?every=2&ms=10000"
         func body() async throws -> String {

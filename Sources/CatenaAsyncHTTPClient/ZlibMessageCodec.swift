@@ -92,7 +92,15 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
             switch status {
             case Z_OK:
                 // More to come while input is left or the output was full.
-                if !inputLeft, produced < Self.chunk { return .success(output) }
+                guard !inputLeft, produced < Self.chunk else { continue }
+                // All read: the tail's empty block must have left the stream between blocks
+                // (zlib's data_type bit 128); else the message was cut short, and the next
+                // would be read as its rest.
+                guard stream.pointee.data_type & 128 != 0 else {
+                    inflateReset(stream)
+                    return .failure(.corrupt("the message ends inside a DEFLATE block"))
+                }
+                return .success(output)
             case Z_STREAM_END:
                 // The message ended its stream with a final block (section 7.2.3): the next
                 // starts a new stream, with this one's window unless the server resets it.
@@ -125,8 +133,8 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
 
     func deflate<Sent>(_ message: Data, then send: (Data) -> Sent) -> Sent {
         deflating.withLock {
-            var input = message
-            var output = input.withUnsafeMutableBytes { bytes in deflate(bytes) }
+            // zlib's next_in is not const, but deflate never writes through it: no copy.
+            var output = message.withUnsafeBytes { bytes in deflate(UnsafeMutableRawBufferPointer(mutating: bytes)) }
             if agreed.clientNoContextTakeover { deflateReset(deflater) }
             // RFC 7692 section 7.2.1: the empty block's 0x00 0x00 0xFF 0xFF is left off.
             if output.count >= 4, output.suffix(4) == Data([0x00, 0x00, 0xFF, 0xFF]) { output.removeLast(4) }
@@ -156,13 +164,16 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
             // Only the last slice is flushed: a sync flush ends on a byte boundary with an
             // empty stored block, whole once a call leaves room in the buffer.
             let last = offset == input.count
-            let produced = buffer.withUnsafeMutableBufferPointer { out -> Int in
+            let (status, produced) = buffer.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
                 stream.pointee.next_out = out.baseAddress
                 stream.pointee.avail_out = uInt(out.count)
-                _ = CCatenaZlib.deflate(stream, last ? Z_SYNC_FLUSH : Z_NO_FLUSH)
-                return out.count - Int(stream.pointee.avail_out)
+                let status = CCatenaZlib.deflate(stream, last ? Z_SYNC_FLUSH : Z_NO_FLUSH)
+                return (status, out.count - Int(stream.pointee.avail_out))
             }
             output.append(contentsOf: buffer[0..<produced])
+            // Z_BUF_ERROR is a flush with nothing left to write; any other status but Z_OK
+            // would repeat forever (zlib gives none for a stream set up as this one).
+            guard status == Z_OK || status == Z_BUF_ERROR else { return output }
             if last, stream.pointee.avail_in == 0, produced < Self.chunk { return output }
         }
     }

@@ -282,6 +282,16 @@ struct PerMessageDeflateTests {
         #expect(try receiver.inflate(wire, limit: message.count) == message)
     }
 
+    @Test("a message cut short inside a DEFLATE block is corrupt, never a shorter message")
+    func cutShort() throws {
+        let message = Data(String(repeating: "a message that compresses into one long block; ", count: 400).utf8)
+        let wire = try ZlibMessageCodec(PerMessageDeflate()).deflate(message) { $0 }
+        for cut in [wire.count / 2, wire.count - 1] {
+            let receiver = try ZlibMessageCodec(PerMessageDeflate())
+            #expect(throws: WebSocketInflateError.self, "cut at \(cut) of \(wire.count)") { try receiver.inflate(wire.prefix(cut), limit: 1 << 20) }
+        }
+    }
+
     @Test("a server that ends a message with a final block keeps its window for the next (section 7.2.3)")
     func finalBlockKeepsWindow() throws {
         // "hello" in a final block, then a new stream that copies it from the window

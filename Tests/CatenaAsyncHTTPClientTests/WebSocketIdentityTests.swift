@@ -18,7 +18,8 @@ struct WebSocketIdentityTests {
         defer { server.stop() }
         let trust = try TLSServers.trust()
         let client = try authority.issueClient()
-        let identified = try AsyncHTTPClientTransport(trust: trust, identity: ClientIdentity(certificateChainPEM: client.certificatePEM, privateKeyPEM: client.privateKeyPEM))
+        let identity = ClientIdentity(certificateChainPEM: client.certificatePEM, privateKeyPEM: client.privateKeyPEM)
+        let identified = try AsyncHTTPClientTransport(trust: trust, identity: identity)
         defer { Task { try? await identified.shutdown() } }
         let socket = try await identified.webSocket(try APIRequest(urlString: server.url("/echo")))
         try await socket.send(text: "it is me")

@@ -108,6 +108,7 @@ final class WebSocketSession: Sendable {
         // A message is compressed outside the state's lock (pongs and the close never
         // wait for it), and queued before the codec lets the next message be compressed.
         if message != nil, let codec {
+            guard !isClosing else { return nil }
             return codec.deflate(frame.payload) { payload in
                 var compressed = frame
                 compressed.payload = payload

@@ -18,6 +18,7 @@ Paths:
 import argparse
 import asyncio
 import json
+import os
 import ssl
 import sys
 from http import HTTPStatus
@@ -120,7 +121,20 @@ async def main():
         server = await serve(handler, "127.0.0.1", args.port, **options)
     port = server.sockets[0].getsockname()
     print(f"listening {port}", flush=True)
-    await server.serve_forever()
+    # A test process keeps its server for its whole run and never stops it: go when it
+    # is gone (this process is then another's child), rather than outlive it.
+    parent = os.getppid()
+
+    async def watch_parent():
+        while os.getppid() == parent:
+            await asyncio.sleep(1)
+        server.close()
+
+    asyncio.get_running_loop().create_task(watch_parent())
+    try:
+        await server.serve_forever()
+    except asyncio.CancelledError:
+        pass
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ struct UnixSocketTests {
         let server = try await Self.server()
         defer { Task { await server.stop() } }
         let socket = try #require(server.unixSocket)
-        let transport = AsyncHTTPClientTransport.forTests(timeout: .seconds(10))
+        // Stretched under ThreadSanitizer: its full run once took over 10 s for the redirect.
+        let transport = AsyncHTTPClientTransport.forTests(timeout: Timing.stretch(.seconds(10)))
         var request = APIRequest(.get, url: try #require(URL(string: "http://localhost:8080/api/echo/one?x=1")))
         request[option: UnixSocket.self] = socket
         let response = try await transport.load(request)

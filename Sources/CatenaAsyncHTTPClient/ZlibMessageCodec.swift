@@ -74,12 +74,7 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
         var output = Data()
         var buffer = [Bytef](repeating: 0, count: Self.chunk)
         while true {
-            if stream.pointee.avail_in == 0, offset < input.count {
-                let count = min(Self.slice, input.count - offset)
-                stream.pointee.next_in = input.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self) }
-                stream.pointee.avail_in = uInt(count)
-                offset += count
-            }
+            Self.feed(stream, from: input, offset: &offset)
             let (status, produced) = buffer.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
                 stream.pointee.next_out = out.baseAddress
                 stream.pointee.avail_out = uInt(out.count)
@@ -144,6 +139,15 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
         }
     }
 
+    /// Gives `stream` the next slice of `input` from `offset` once it has used the last.
+    private static func feed(_ stream: UnsafeMutablePointer<z_stream>, from input: UnsafeMutableRawBufferPointer, offset: inout Int) {
+        guard stream.pointee.avail_in == 0, offset < input.count else { return }
+        let count = min(slice, input.count - offset)
+        stream.pointee.next_in = input.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self) }
+        stream.pointee.avail_in = uInt(count)
+        offset += count
+    }
+
     /// Deflates all of `input` and flushes to a byte boundary, lock held.
     private func deflate(_ input: UnsafeMutableRawBufferPointer) -> Data {
         let stream = deflater
@@ -155,12 +159,7 @@ final class ZlibMessageCodec: WebSocketMessageCodec, @unchecked Sendable {
         var output = Data()
         var buffer = [Bytef](repeating: 0, count: Self.chunk)
         while true {
-            if stream.pointee.avail_in == 0, offset < input.count {
-                let count = min(Self.slice, input.count - offset)
-                stream.pointee.next_in = input.baseAddress.map { $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self) }
-                stream.pointee.avail_in = uInt(count)
-                offset += count
-            }
+            Self.feed(stream, from: input, offset: &offset)
             // Only the last slice is flushed: a sync flush ends on a byte boundary with an
             // empty stored block, whole once a call leaves room in the buffer.
             let last = offset == input.count

@@ -6,17 +6,6 @@ import Testing
 @testable import CatenaAsyncHTTPClient
 @testable import CatenaTestSupport
 
-/// Reads `socket`'s messages to their end: the messages, and the error the loop threw.
-private func readAll(_ socket: WebSocket) async -> ([WebSocketMessage], CatenaError?) {
-    var messages: [WebSocketMessage] = []
-    do {
-        for try await message in socket.messages { messages.append(message) }
-        return (messages, nil)
-    } catch {
-        return (messages, error)
-    }
-}
-
 private func compressed(_ compression: WebSocketCompression = .deflate) -> WebSocketOptions {
     var options = WebSocketOptions()
     options.compression = compression
@@ -105,7 +94,7 @@ struct HostileWebSocketCompressionTests {
         var options = compressed()
         options.maximumMessageSize = 1024 * 1024
         let socket = try await open(.deflateBomb, options: options)
-        let (messages, error) = await readAll(socket)
+        let (messages, error) = await drain(socket)
         #expect(messages.isEmpty)
         #expect(error?.code == .invalidResponse)
         #expect(error?.detail?.contains("inflates to over the limit") == true)
@@ -115,7 +104,7 @@ struct HostileWebSocketCompressionTests {
     @Test("a compressed message that is no DEFLATE data closes the socket with 1007")
     func corrupt() async throws {
         let socket = try await open(.deflateCorrupt, options: compressed())
-        let (_, error) = await readAll(socket)
+        let (_, error) = await drain(socket)
         #expect(error?.code == .invalidResponse)
         #expect(socket.closeStatus?.code == .invalidPayload)
     }
@@ -146,7 +135,7 @@ struct WebSocketBurstTests {
         // the end. 20 rounds, as it was a race.
         for round in 0..<20 {
             let socket = try await open(.burst)
-            let (messages, error) = await readAll(socket)
+            let (messages, error) = await drain(socket)
             #expect(messages == [.text("one"), .text("two"), .text("three")], "round \(round)")
             #expect(error == nil, "round \(round)")
             #expect(socket.closeStatus?.code == .normalClosure, "round \(round)")

@@ -14,17 +14,6 @@ private func open(
     try await chain.webSocket(try APIRequest(urlString: server.url(path)), options: options)
 }
 
-/// Every message until the loop ends, and how it ended.
-private func drain(_ socket: WebSocket) async -> ([WebSocketMessage], CatenaError?) {
-    var messages: [WebSocketMessage] = []
-    do {
-        for try await message in socket.messages { messages.append(message) }
-        return (messages, nil)
-    } catch {
-        return (messages, error)
-    }
-}
-
 /// Against a WebSocket server the project did not write: Python's `websockets`.
 @Suite("WebSockets against Python's websockets", .enabled(if: WebSocketServerProcess.testsRun), .serialized, .timeLimit(.minutes(3)))
 struct IndependentWebSocketTests {

@@ -231,3 +231,14 @@ enum CorelibsTurns {
         }
     }
 }
+
+/// Reads `socket`'s messages to their end: the messages, and the error the loop threw.
+func drain(_ socket: WebSocket) async -> ([WebSocketMessage], CatenaError?) {
+    var messages: [WebSocketMessage] = []
+    do {
+        for try await message in socket.messages { messages.append(message) }
+        return (messages, nil)
+    } catch {
+        return (messages, error)
+    }
+}

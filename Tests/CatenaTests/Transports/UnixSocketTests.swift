@@ -17,7 +17,7 @@ struct UnixSocketTests {
         let server = try await Self.server()
         defer { Task { await server.stop() } }
         let socket = try #require(server.unixSocket)
-        // Stretched under ThreadSanitizer: its full run once took over 10 s for the redirect.
+        // Stretched under ThreadSanitizer, whose full run can take the redirect past 10 s.
         let transport = AsyncHTTPClientTransport.forTests(timeout: Timing.stretch(.seconds(10)))
         var request = APIRequest(.get, url: try #require(URL(string: "http://localhost:8080/api/echo/one?x=1")))
         request[option: UnixSocket.self] = socket

@@ -175,8 +175,8 @@ struct HedgeTests {
         defer { Task { await server.stop() } }
         let log = EventLog()
         // Long enough that a fast answer on a loaded run (the whole suite) never takes
-        // it, and well inside the slow answer's 10 s (under ThreadSanitizer too, where a
-        // delay of 16 s once outlasted it and nothing was hedged).
+        // it, and well inside the slow answer's 10 s, under ThreadSanitizer too (a longer
+        // delay would outlast the slow answer, and nothing would be hedged).
         let delay = max(.seconds(2), Timing.stretch(.milliseconds(500)))
         let chain = log.observer --> HedgeMiddleware(after: .fixed(delay)) --> kind.make(timeout: .seconds(30))
         let url = server.url(.slowTail).absoluteString + "?every=2&ms=10000"

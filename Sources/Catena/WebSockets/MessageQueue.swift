@@ -7,7 +7,9 @@ import Foundation
 /// `finish`, or by its task's cancellation).
 final class MessageQueue: Sendable {
     private struct State {
-        var messages: [WebSocketMessage] = []
+        /// Read messages' slots are emptied at once and dropped in bulk: a reader that
+        /// never quite catches up must not keep what it read alive.
+        var messages: [WebSocketMessage?] = []
         var head = 0
         var bytes = 0
         /// How the queue ended once nothing is left in it: nil for an orderly end.
@@ -139,13 +141,20 @@ final class MessageQueue: Sendable {
     /// The unread bytes (for tests: the memory a slow reader costs).
     var bufferedBytes: Int { state.withLock { $0.bytes } }
 
+    /// The slots held, read or not (for tests: what a reader that never catches up costs).
+    var slotCount: Int { state.withLock { $0.messages.count } }
+
     private func take(_ state: inout State) -> WebSocketMessage? {
-        guard state.head < state.messages.count else { return nil }
-        let message = state.messages[state.head]
+        guard state.head < state.messages.count, let message = state.messages[state.head] else { return nil }
+        state.messages[state.head] = nil
         state.head += 1
         state.bytes -= message.byteCount
         if state.head == state.messages.count {
             state.messages.removeAll(keepingCapacity: true)
+            state.head = 0
+        } else if state.head >= 32, state.head * 2 >= state.messages.count {
+            // Amortised: each slot is moved at most once per slot dropped.
+            state.messages.removeFirst(state.head)
             state.head = 0
         }
         if state.bytes <= limit, let producer = state.producer {

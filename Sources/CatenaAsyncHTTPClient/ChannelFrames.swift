@@ -20,8 +20,20 @@ final class ChannelFrames: WebSocketFrameTransport {
         var receiver: UnsafeContinuation<Result<Catena.WebSocketFrame?, WebSocketTransportError>, Never>?
     }
 
+    /// Frames sent and not yet handed to the channel, in their order.
+    private struct Outbox {
+        var frames: [(NIOWebSocket.WebSocketFrame, EventLoopPromise<Void>?)] = []
+        var bytes = 0
+        /// Whether an event-loop task that writes them is on its way.
+        var scheduled = false
+    }
+
+    /// How many bytes may wait in the outbox before a sender waits for its own write.
+    private static let unwaitedBytes = 64 * 1024
+
     let channel: any Channel
     private let state = Locked(State())
+    private let outbox = Locked(Outbox())
 
     init(_ channel: any Channel) {
         self.channel = channel
@@ -63,15 +75,45 @@ final class ChannelFrames: WebSocketFrameTransport {
         }
         let outgoing = NIOWebSocket.WebSocketFrame(
             fin: frame.fin, rsv1: frame.reservedBits & 4 != 0, opcode: opcode, maskKey: .random(), data: ByteBuffer(data: frame.payload))
-        // Off the loop, writeAndFlush queues a task on it: callers' order is kept.
-        let written = channel.writeAndFlush(outgoing)
+        let isData = opcode == .text || opcode == .binary || opcode == .continuation
+        let (promise, schedules) = outbox.withLock { outbox -> (EventLoopPromise<Void>?, Bool) in
+            // A data frame's sender goes on at once while the connection takes writes and
+            // little waits here; else it waits for its write, which bounds what queues.
+            let waits = !isData || outbox.bytes + frame.payload.count > Self.unwaitedBytes || !channel.isWritable
+            let promise = waits ? channel.eventLoop.makePromise(of: Void.self) : nil
+            outbox.frames.append((outgoing, promise))
+            outbox.bytes += frame.payload.count
+            defer { outbox.scheduled = true }
+            return (promise, !outbox.scheduled)
+        }
+        // One event-loop task writes every frame queued meanwhile, then flushes once.
+        if schedules { channel.eventLoop.execute { self.writeOutbox() } }
+        guard let promise else {
+            // Written without a wait: a failed write closes the connection, which the
+            // socket's reading side reports, and the next send is refused.
+            return WebSocketWrite {}
+        }
         return WebSocketWrite { () throws(WebSocketTransportError) in
             do {
-                try await written.get()
+                try await promise.futureResult.get()
             } catch {
                 throw WebSocketTransportError("\(error)", underlying: error)
             }
         }
+    }
+
+    /// Hands the queued frames to the channel in their order, on the event loop.
+    private func writeOutbox() {
+        let frames = outbox.withLock { outbox in
+            defer {
+                outbox.frames = []
+                outbox.bytes = 0
+                outbox.scheduled = false
+            }
+            return outbox.frames
+        }
+        for (frame, promise) in frames { channel.write(frame, promise: promise) }
+        channel.flush()
     }
 
     func messageCodec(for agreed: PerMessageDeflate) throws(WebSocketTransportError) -> (any WebSocketMessageCodec)? {

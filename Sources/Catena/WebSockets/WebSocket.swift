@@ -47,7 +47,9 @@ public final class WebSocket: Sendable {
         session.start()
     }
 
-    /// Sends a message.
+    /// Sends a message. Returns once the connection has taken it; while the server
+    /// reads more slowly than messages are sent, each send waits until its message is
+    /// written, so a slow server slows the sender and little memory is held.
     ///
     /// - Throws: ``CatenaError/Code/connectionLost`` once the socket is closing or
     ///   closed, or when the connection failed.

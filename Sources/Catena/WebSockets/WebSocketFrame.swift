@@ -40,7 +40,8 @@ package protocol WebSocketFrameTransport: Sendable {
     /// when the connection ended.
     func receive() async throws(WebSocketTransportError) -> WebSocketFrame?
     /// Masks `frame` and queues it behind every frame queued before, before it returns
-    /// (so a caller's lock orders frames); the write it returns waits until it is out.
+    /// (so a caller's lock orders frames); the write it returns waits until it is out,
+    /// or, for a data frame, may return once the connection has taken it.
     func enqueue(_ frame: WebSocketFrame) -> WebSocketWrite
     /// Closes the connection.
     func close() async

@@ -35,6 +35,9 @@ extension MisbehavingServer {
         case abrupt = "ws-abrupt"
         /// Never answers a close (nor anything else).
         case neverCloses = "ws-never-closes"
+        /// Upgrades, then reads nothing more: what the client sends fills the
+        /// connection's buffers.
+        case unread = "ws-unread"
         /// A 101 whose Sec-WebSocket-Accept is wrong.
         case badAccept = "ws-bad-accept"
         /// A text message split in fragments with a ping between them, then a close (1000).
@@ -93,6 +96,7 @@ extension FaultHandler {
             let reason = Array("boom \u{1B}[31mred".utf8)
             closeAfter([0x88, UInt8(2 + reason.count), 0x03, 0xF3] + reason)
         case .abrupt: channel.close(promise: nil)
+        case .unread: channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
         case .neverCloses, .badAccept, .burst: break
         case .deflateBomb:
             // The gzip bomb's DEFLATE stream, without gzip's header and trailer.

@@ -36,6 +36,7 @@ let productsOfTrait: [String: [(product: String, package: String)]] = [
         ("Crypto", "swift-crypto"), ("SwiftASN1", "swift-asn1"), ("Logging", "swift-log"), ("NIOCore", "swift-nio"),
         ("NIOPosix", "swift-nio"), ("NIOFoundationCompat", "swift-nio"), ("ServiceLifecycle", "swift-service-lifecycle"),
         ("CompressNIO", "compress-nio"), ("HummingbirdWebSocket", "hummingbird-websocket"),
+        ("HummingbirdWSCompression", "hummingbird-websocket"),
     ],
 ]
 
@@ -195,7 +196,7 @@ let package = Package(
                     ("OpenAPIAsyncHTTPClient", "swift-openapi-async-http-client"), ("Tracing", "swift-distributed-tracing"),
                     ("Metrics", "swift-metrics"), ("AsyncHTTPClient", "async-http-client"), ("Logging", "swift-log"),
                     ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"), ("NIOFoundationCompat", "swift-nio"),
-                    ("NIOSSL", "swift-nio-ssl"),
+                    ("NIOSSL", "swift-nio-ssl"), ("NIOHTTP1", "swift-nio"), ("NIOWebSocket", "swift-nio"),
                 ]),
             path: "Benchmarks/CatenaBenchmarks"
         ),

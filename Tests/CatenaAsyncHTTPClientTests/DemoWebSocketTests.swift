@@ -1,5 +1,6 @@
 import CatenaDemoServer
 import Foundation
+import HTTPTypes
 import Testing
 @testable import Catena
 @testable import CatenaAsyncHTTPClient
@@ -65,6 +66,42 @@ struct DemoWebSocketTests {
         }
         #expect(sequences == Array(0..<25))
         #expect(socket.closeStatus == WebSocketClose(code: .normalClosure, reason: "end of feed"))
+    }
+
+    @Test("a flood arrives whole to a reader that keeps up, then closes in order")
+    func flood() async throws {
+        let socket = try await chain(try await TestServer.withWebSockets()).webSocket(
+            try APIRequest(.get, path: ["ws", "flood"], query: [URLQueryItem(name: "n", value: "300"), URLQueryItem(name: "size", value: "65536")]))
+        var count = 0
+        for try await message in socket.messages {
+            #expect(message == .binary(Data(repeating: 0x2A, count: 65536)))
+            count += 1
+        }
+        #expect(count == 300)
+        #expect(socket.closeStatus == WebSocketClose(code: .normalClosure, reason: "end of flood"))
+    }
+
+    @Test("permessage-deflate with Hummingbird's extension: compressed and small messages both come back whole")
+    func compressedEcho() async throws {
+        var options = WebSocketOptions()
+        options.compression = .deflate
+        let socket = try await chain(try await TestServer.withWebSockets()).webSocket(try APIRequest(.get, path: ["ws", "echo"]), options: options)
+        let agreed = try #require(socket.response.headerFields[HTTPField.Name("Sec-WebSocket-Extensions")!])
+        #expect(agreed.hasPrefix("permessage-deflate"))
+        // Hummingbird compresses messages of 256 bytes or more and sends smaller ones plain.
+        let long = String(repeating: "catena compresses ", count: 4000)
+        let binary = Data((0..<50_000).map { UInt8($0 % 251) })
+        var iterator = socket.messages.makeAsyncIterator()
+        for _ in 0..<3 {
+            try await socket.send(text: long)
+            try await socket.send(text: "short")
+            try await socket.send(data: binary)
+            #expect(try await iterator.next() == .text(long))
+            #expect(try await iterator.next() == .text("short"))
+            #expect(try await iterator.next() == .binary(binary))
+        }
+        await socket.close()
+        #expect(socket.closeStatus?.code == .normalClosure)
     }
 
     @Test("a chat room: what one member says reaches every member")

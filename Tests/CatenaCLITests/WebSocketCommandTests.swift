@@ -20,6 +20,20 @@ struct WebSocketCommandTests {
         #expect(outcome.text == "hello\nwörld\n")
     }
 
+    @Test("--compressed offers permessage-deflate; -i shows that the server took it")
+    func compressed() async throws {
+        let server = try await TestServer.withWebSockets()
+        let long = String(repeating: "squeeze me ", count: 500)
+        let outcome = try await CatenaCommandLine.run(
+            ["ws", "ws://127.0.0.1:\(server.port)/ws/echo", "--compressed", "-i", "--linger", "5"], input: Data((long + "\nhi\n").utf8))
+        #expect(outcome.status == 0, "\(outcome.errors)")
+        #expect(outcome.text == long + "\nhi\n")
+        #expect(outcome.errors.lowercased().contains("sec-websocket-extensions: permessage-deflate"))
+        let plain = try await CatenaCommandLine.run(["ws", "ws://127.0.0.1:\(server.port)/ws/echo", "-i", "--linger", "5"], input: Data("hi\n".utf8))
+        #expect(plain.status == 0, "\(plain.errors)")
+        #expect(!plain.errors.lowercased().contains("permessage-deflate"))
+    }
+
     @Test("a feed ends when the server closes in order, also with standard input still open")
     func feed() async throws {
         let server = try await TestServer.withWebSockets()

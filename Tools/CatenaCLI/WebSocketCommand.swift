@@ -23,6 +23,9 @@ struct WebSocketCommand: AsyncParsableCommand {
     @Option(name: .customLong("subprotocol"), help: "Offer this subprotocol (repeatable, most wanted first).")
     var subprotocols: [String] = []
 
+    @Flag(help: "Offer permessage-deflate (RFC 7692); -i shows whether the server took it.")
+    var compressed = false
+
     @Option(help: "Seconds to wait for messages after standard input ends.")
     var linger: Double = 1
 
@@ -49,6 +52,7 @@ struct WebSocketCommand: AsyncParsableCommand {
         defer { Task { try? await shutdown() } }
         var options = WebSocketOptions()
         options.subprotocols = subprotocols
+        if compressed { options.compression = .deflate }
         let socket = try await chain.webSocket(request, options: options)
         if call.include {
             let head = headText(status: socket.response.status, fields: socket.response.headerFields, redaction: redaction)

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
 import HummingbirdTLS
+import HummingbirdWSCompression
 import HummingbirdWebSocket
 import NIOSSL
 public import Logging
@@ -89,7 +90,12 @@ public enum DemoServer {
         // WebSockets upgrade HTTP/1.1: offered on plain HTTP and on TLS without HTTP/2.
         let upgrading = HTTPServerBuilder.http1WebSocketUpgrade(
             webSocketRouter: WebSocketRoutes.makeRouter(isLiveToken: isLiveToken),
-            configuration: .init(ws: .init(maxFrameSize: WebSocketRoutes.maximumMessageSize, autoPing: .disabled)))
+            configuration: .init(
+                ws: .init(
+                    maxFrameSize: WebSocketRoutes.maximumMessageSize,
+                    // permessage-deflate for a client that offers it (Hummingbird's own,
+                    // which leaves messages under 256 bytes uncompressed).
+                    extensions: [.perMessageDeflate(maxDecompressedFrameSize: WebSocketRoutes.maximumMessageSize)], autoPing: .disabled)))
         let server: HTTPServerBuilder
         if let tls {
             var configuration = TLSConfiguration.makeServerConfiguration(

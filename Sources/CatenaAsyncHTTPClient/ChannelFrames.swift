@@ -79,7 +79,8 @@ final class ChannelFrames: WebSocketFrameTransport {
         let (promise, schedules) = outbox.withLock { outbox -> (EventLoopPromise<Void>?, Bool) in
             // A data frame's sender goes on at once while the connection takes writes and
             // little waits here; else it waits for its write, which bounds what queues.
-            let waits = !isData || outbox.bytes + frame.payload.count > Self.unwaitedBytes || !channel.isWritable
+            // A closed channel stays writable: its write must fail the send.
+            let waits = !isData || outbox.bytes + frame.payload.count > Self.unwaitedBytes || !channel.isWritable || !channel.isActive
             let promise = waits ? channel.eventLoop.makePromise(of: Void.self) : nil
             outbox.frames.append((outgoing, promise))
             outbox.bytes += frame.payload.count
@@ -89,8 +90,8 @@ final class ChannelFrames: WebSocketFrameTransport {
         // One event-loop task writes every frame queued meanwhile, then flushes once.
         if schedules { channel.eventLoop.execute { self.writeOutbox() } }
         guard let promise else {
-            // Written without a wait: a failed write closes the connection, which the
-            // socket's reading side reports, and the next send is refused.
+            // Written without a wait: a write that fails closes the connection, and the
+            // next send finds it inactive and fails with it.
             return WebSocketWrite {}
         }
         return WebSocketWrite { () throws(WebSocketTransportError) in

@@ -42,7 +42,7 @@ final class MessageQueue: Sendable {
                 return .done
             }
             state.messages.append(message)
-            state.bytes += message.byteCount
+            state.bytes += Self.cost(of: message)
             return state.bytes > limit ? .wait : .done
         }
         switch step {
@@ -138,7 +138,11 @@ final class MessageQueue: Sendable {
         producer?.resume(returning: false)
     }
 
-    /// The unread bytes (for tests: the memory a slow reader costs).
+    /// What a held message counts against the limit: its bytes and its slot, so that a
+    /// server's empty messages cannot fill the queue without bound.
+    private static func cost(of message: WebSocketMessage) -> Int { message.byteCount + 64 }
+
+    /// The unread bytes and slots (for tests: the memory a slow reader costs).
     var bufferedBytes: Int { state.withLock { $0.bytes } }
 
     /// The slots held, read or not (for tests: what a reader that never catches up costs).
@@ -148,7 +152,7 @@ final class MessageQueue: Sendable {
         guard state.head < state.messages.count, let message = state.messages[state.head] else { return nil }
         state.messages[state.head] = nil
         state.head += 1
-        state.bytes -= message.byteCount
+        state.bytes -= Self.cost(of: message)
         if state.head == state.messages.count {
             state.messages.removeAll(keepingCapacity: true)
             state.head = 0

@@ -12,8 +12,9 @@ import NIOCore
 ///   401 with a Bearer challenge);
 /// - `/ws/ticker?n=N&ms=M` pushes N price ticks as JSON, M milliseconds before each,
 ///   then closes with 1000;
-/// - `/ws/flood?n=N&size=S` pushes N binary messages of S bytes as fast as the
-///   connection takes them, then closes with 1000 (for a slow reader's memory);
+/// - `/ws/flood?n=N&size=S` pushes N binary messages (at most 100,000) of S bytes as
+///   fast as the connection takes them, then closes with 1000 (for a slow reader's
+///   memory);
 /// - `/ws/rooms/NAME` is a chat room: each text message goes to every member, the
 ///   sender too.
 enum WebSocketRoutes {
@@ -53,11 +54,12 @@ enum WebSocketRoutes {
         }
         router.ws("ws/flood") { inbound, outbound, context in
             let query = context.request.uri.queryParameters
-            let count = min(max(query.get("n", as: Int.self) ?? 100, 0), 1_000_000)
+            let count = min(max(query.get("n", as: Int.self) ?? 100, 0), 100_000)
             let size = min(max(query.get("size", as: Int.self) ?? 1024, 0), maximumMessageSize)
             let payload = ByteBuffer(repeating: 0x2A, count: size)
             // Each write waits while the connection is not writable: a slow reader
-            // slows this loop instead of filling the server's memory.
+            // slows this loop instead of filling the server's memory. A client that
+            // leaves fails the next write.
             for _ in 0..<count { try await outbound.write(.binary(payload)) }
             try await outbound.close(.normalClosure, reason: "end of flood")
             _ = inbound

@@ -23,6 +23,14 @@ final class ClientRoutes: Sendable {
         let proxy: ProxySettings.Proxy?
         let pinnedHost: String?
         var checkedAddress: [UInt8]? = nil
+        /// For a `ConnectOverride`: the request's host (as AsyncHTTPClient reads it from
+        /// the URL) and the host or address to connect to instead.
+        var connect: ConnectTarget? = nil
+    }
+
+    struct ConnectTarget: Hashable {
+        let host: String
+        let target: String
     }
 
     private struct State {
@@ -35,12 +43,15 @@ final class ClientRoutes: Sendable {
     let proxies: ProxySettings?
     /// Per lowercased host, the SHA-256 digests one of which its leaf's key must have.
     let pins: [String: Set<[UInt8]>]
+    /// Where to connect instead of where DNS says, the first match winning.
+    let overrides: [ConnectOverride]
     private let state = Locked(State())
 
-    init(base: HTTPClient.Configuration, proxies: ProxySettings?, pins: [String: Set<[UInt8]>]) {
+    init(base: HTTPClient.Configuration, proxies: ProxySettings?, pins: [String: Set<[UInt8]>], overrides: [ConnectOverride] = []) {
         self.base = base
         self.proxies = proxies
         self.pins = pins
+        self.overrides = overrides
     }
 
     /// The route of a request, or nil for the main client (direct, no pins).
@@ -51,7 +62,15 @@ final class ClientRoutes: Sendable {
         // Hosts usually come as they were pinned: the normalising pass only when not.
         let key = pins.isEmpty || pins[host] != nil ? host : Self.pinKey(host)
         let pinnedHost = scheme == "https" && pins[key] != nil ? key : nil
-        guard proxy != nil || pinnedHost != nil else { return nil }
+        // Through a proxy the proxy resolves the host, as with curl.
+        var connect: ConnectTarget?
+        if proxy == nil, !overrides.isEmpty {
+            let port = request.port ?? (scheme == "https" ? 443 : 80)
+            if let target = overrides.first(where: { $0.matches(host: host, port: port) })?.targetHost {
+                connect = ConnectTarget(host: Self.unbracketed(host), target: target)
+            }
+        }
+        guard proxy != nil || pinnedHost != nil || connect != nil else { return nil }
         // AsyncHTTPClient gives NIOSSL no server name for an IP address, and NIOSSL then
         // checks the certificate against the channel's remote address: through a tunnel,
         // the proxy's. The route checks the target's address itself.
@@ -60,7 +79,7 @@ final class ClientRoutes: Sendable {
         if let mapped = address, mapped.count == 16, mapped.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) {
             address = Array(mapped.suffix(4))
         }
-        return Route(proxy: proxy, pinnedHost: pinnedHost, checkedAddress: address)
+        return Route(proxy: proxy, pinnedHost: pinnedHost, checkedAddress: address, connect: connect)
     }
 
     /// The route's client, made on first use; nil once the transport was shut down (the
@@ -93,6 +112,11 @@ final class ClientRoutes: Sendable {
             case .socks5:
                 configuration.proxy = .socksServer(host: proxy.host, port: proxy.port)
             }
+        }
+        if let connect = route.connect {
+            // AsyncHTTPClient connects there on the URL's port, and keeps the URL's host
+            // for the server name and the certificate check.
+            configuration.dnsOverride = [connect.host: connect.target]
         }
         var checks: [@Sendable (any Channel) -> EventLoopFuture<Void>] = []
         if let address = route.checkedAddress {

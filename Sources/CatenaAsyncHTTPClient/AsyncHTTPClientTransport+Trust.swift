@@ -36,6 +36,12 @@ extension AsyncHTTPClientTransport {
     /// environment's proxy variables are not read: pass `try ProxySettings.environment()`
     /// to follow them as curl does.
     ///
+    /// With `connectTo`, a request whose host and port an override matches connects
+    /// where it says (see `ConnectOverride`), keeping its URL, `Host` field, TLS name
+    /// check and pins; its WebSockets too. AsyncHTTPClient connects on the URL's port,
+    /// so an override must keep the port (curl's `--resolve`, or `--connect-to` with an
+    /// empty or equal second port); a request through a proxy connects to the proxy.
+    ///
     /// - Throws: `ServerTrustError` for a configuration that verifies less than fully;
     ///   for a root that is not a certificate; for one that is not a root (an
     ///   intermediate or a leaf): NIOSSL has no partial-chain setting, so such an anchor
@@ -43,11 +49,16 @@ extension AsyncHTTPClientTransport {
     ///   refused at setup; for a pin that is not a SHA-256 digest, or is a root's key;
     ///   for an identity that cannot be used; and for a proxy without a host, with a
     ///   port outside 1...65535, or SOCKS5 with a password (AsyncHTTPClient's SOCKS
-    ///   client has no authentication).
+    ///   client has no authentication); and for an override that changes the port.
     public convenience init(
         configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
-        identity: ClientIdentity? = nil, proxy: ProxySettings? = nil, timeout: Duration = .seconds(60)
+        identity: ClientIdentity? = nil, proxy: ProxySettings? = nil, connectTo: [ConnectOverride] = [], timeout: Duration = .seconds(60)
     ) throws(ServerTrustError) {
+        for override in connectTo where override.targetPort != nil && override.targetPort != override.port {
+            throw ServerTrustError(
+                "the override \(override) changes the port, and AsyncHTTPClient connects on the URL's port: "
+                    + "give the same port, or none (curl's --resolve form)")
+        }
         var configuration = configuration
         var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
         guard tls.certificateVerification == .fullVerification else {
@@ -87,8 +98,9 @@ extension AsyncHTTPClientTransport {
         let pins = try ClientRoutes.digests(of: trust)
         // Catena follows redirects, each hop on its own route: a client following them
         // itself would take a hop to a pinned host, or a bypassed one, the wrong way.
-        if !pins.isEmpty || proxy != nil { configuration.redirectConfiguration = .disallow }
-        let routes = pins.isEmpty && proxy == nil ? nil : ClientRoutes(base: configuration, proxies: proxy, pins: pins)
+        let routed = !pins.isEmpty || proxy != nil || !connectTo.isEmpty
+        if routed { configuration.redirectConfiguration = .disallow }
+        let routes = routed ? ClientRoutes(base: configuration, proxies: proxy, pins: pins, overrides: connectTo) : nil
         self.init(configuration: configuration, routes: routes, timeout: timeout)
     }
 

@@ -139,7 +139,8 @@ extension AsyncHTTPClientTransport {
                 throw error
             }
         } else {
-            channel = try await bootstrap.connect(host: host, port: port).get()
+            // A ConnectOverride's target: TLS below still names and checks `host`.
+            channel = try await bootstrap.connect(host: route?.connect?.target ?? host, port: port).get()
             adopt(channel)
         }
         guard isSecure else { return channel }

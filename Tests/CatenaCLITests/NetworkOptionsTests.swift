@@ -95,6 +95,37 @@ struct NetworkOptionsTests {
         #expect(malformed.status == 2 && malformed.errors.contains("sha256//"), "\(malformed.errors)")
     }
 
+    @Test("--resolve and --connect-to reach loopback under a name its certificate and pins hold; wrong values are refused by name")
+    func resolveAndConnectTo() async throws {
+        let directory = try scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let authority = try TLSServers.authority.get()
+        let certificate = try authority.issue(for: ["api.example.com"])
+        let server = try await DemoServer.start(tls: DemoTLS(certificate: certificate))
+        defer { Task { await server.stop() } }
+        let ca = directory.appendingPathComponent("ca.pem")
+        try authority.certificatePEM.write(to: ca, atomically: true, encoding: .utf8)
+        let url = "https://api.example.com:\(server.port)/api/users/2"
+        let pin = "sha256//" + certificate.publicKeySHA256
+        let resolved = try await CatenaCommandLine.run([
+            "get", url, "--ca-file", ca.path, "--pinnedpubkey", pin, "--resolve", "api.example.com:\(server.port):127.0.0.1",
+        ])
+        #expect(resolved.status == 0 && resolved.text.contains("Janet"), "\(resolved.errors)")
+        let connected = try await CatenaCommandLine.run(["get", url, "--ca-file", ca.path, "--connect-to", "api.example.com::127.0.0.1:"])
+        #expect(connected.status == 0 && connected.text.contains("Janet"), "\(connected.errors)")
+        let wrongPin = "sha256//" + Data(repeating: 1, count: 32).base64EncodedString()
+        let untrusted = try await CatenaCommandLine.run([
+            "get", url, "--ca-file", ca.path, "--pinnedpubkey", wrongPin, "--resolve", "api.example.com:*:127.0.0.1",
+        ])
+        #expect(untrusted.status == 60, "\(untrusted.errors)")
+        let malformed = try await CatenaCommandLine.run(["get", url, "--resolve", "api.example.com:443:localhost"])
+        #expect(malformed.status == 2 && malformed.errors.contains("IP address"), "\(malformed.errors)")
+        let moved = try await CatenaCommandLine.run(["get", url, "--connect-to", "api.example.com:\(server.port):127.0.0.1:1"])
+        #expect(moved.status != 0 && moved.errors.contains("port"), "\(moved.errors)")
+        let session = try await CatenaCommandLine.run(["get", url, "--resolve", "api.example.com:443:127.0.0.1", "--transport", "urlsession"])
+        #expect(session.status != 0 && session.errors.contains("--transport ahc"), "\(session.errors)")
+    }
+
     @Test("--unix-socket reaches a server on a socket; the URL names the host")
     func unixSocket() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("catena-cli-\(UUID().uuidString.prefix(8)).sock").path

@@ -196,12 +196,20 @@ extension RequestCall {
             var configuration = AsyncHTTPClientTransport.defaultConfiguration
             if http1 { configuration.httpVersion = .http1Only }
             let transport: AsyncHTTPClientTransport
-            if trust.isSystemDefault, identity == nil, proxies == nil {
+            var overrides: [ConnectOverride] = []
+            do {
+                overrides =
+                    try resolve.map { text throws(ConnectOverrideError) in try ConnectOverride(resolve: text) }
+                    + connectTo.map { text throws(ConnectOverrideError) in try ConnectOverride(connectTo: text) }
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            if trust.isSystemDefault, identity == nil, proxies == nil, overrides.isEmpty {
                 transport = AsyncHTTPClientTransport(configuration: configuration, timeout: limit)
             } else {
                 do {
                     transport = try AsyncHTTPClientTransport(
-                        configuration: configuration, trust: trust, identity: identity, proxy: proxies, timeout: limit)
+                        configuration: configuration, trust: trust, identity: identity, proxy: proxies, connectTo: overrides, timeout: limit)
                 } catch {
                     throw CommandFailure("AsyncHTTPClient cannot use these settings: \(error)")
                 }

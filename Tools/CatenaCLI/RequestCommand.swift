@@ -163,6 +163,19 @@ struct RequestCall: ParsableArguments {
     @Option(help: "Connect to this Unix domain socket instead of the URL's host (AsyncHTTPClient); the URL still names the host.")
     var unixSocket: String?
 
+    @Option(
+        help:
+            "HOST:PORT:ADDRESS, as curl: connect to ADDRESS for HOST on PORT (* any); the URL, Host, TLS name and pins stay HOST's (repeatable; AsyncHTTPClient)."
+    )
+    var resolve: [String] = []
+
+    @Option(
+        name: .customLong("connect-to"),
+        help:
+            "HOST1:PORT1:HOST2:PORT2, as curl: connect to HOST2 for HOST1 on PORT1; empty parts match any or keep the request's (repeatable; AsyncHTTPClient, same port)."
+    )
+    var connectTo: [String] = []
+
     @Option(help: "The transport: ahc (AsyncHTTPClient) or urlsession.")
     var transport: ConnectionOptions.TransportKind = .ahc
 
@@ -205,6 +218,9 @@ struct RequestCall: ParsableArguments {
         let ahcOnly = [
             ("--proxy", proxy), ("--proxy-user", proxyUser), ("--noproxy", noproxy), ("--pinnedpubkey", pinnedpubkey), ("--unix-socket", unixSocket),
         ]
+        if transport == .urlsession, !resolve.isEmpty || !connectTo.isEmpty {
+            throw ValidationError("\(resolve.isEmpty ? "--connect-to" : "--resolve") needs --transport ahc: URLSession cannot be told where to connect")
+        }
         if transport == .urlsession, let (option, _) = ahcOnly.first(where: { $0.1 != nil }) {
             throw ValidationError(
                 "\(option) needs --transport ahc: URLSession on Linux follows the proxy environment variables by itself (libcurl) "

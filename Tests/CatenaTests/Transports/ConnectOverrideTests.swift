@@ -1,0 +1,121 @@
+@testable import Catena
+@testable import CatenaAsyncHTTPClient
+import CatenaDemoServer
+import Foundation
+import Testing
+@testable import CatenaTestSupport
+
+/// curl's `--resolve` and `--connect-to`: the text forms, then requests that keep their
+/// name while they connect to loopback.
+@Suite("Connect overrides (--resolve, --connect-to)")
+struct ConnectOverrideTests {
+    @Test("curl's forms read as curl reads them")
+    func forms() throws {
+        let resolve = try ConnectOverride(resolve: "API.example.com:8443:127.0.0.1")
+        #expect(resolve == (try ConnectOverride(host: "api.example.com", port: 8443, targetHost: "127.0.0.1")))
+        #expect(try ConnectOverride(resolve: "api.example.com:*:[::1]").port == nil)
+        #expect(try ConnectOverride(resolve: "api.example.com:443:::1").targetHost == "::1")
+        let anyHost = try ConnectOverride(connectTo: "::staging.example.com:")
+        #expect(anyHost.host == nil && anyHost.port == nil && anyHost.targetHost == "staging.example.com" && anyHost.targetPort == nil)
+        let v6 = try ConnectOverride(connectTo: "[2001:db8::1]:80:[::1]:8080")
+        #expect(v6.host == "2001:db8::1" && v6.targetHost == "::1" && v6.targetPort == 8080)
+        #expect(v6.description == "[2001:db8::1]:80:[::1]:8080")
+        #expect(v6.matches(host: "[2001:DB8::1]", port: 80))
+        #expect(!v6.matches(host: "2001:db8::1", port: 81))
+        #expect(resolve.matches(host: "api.EXAMPLE.com", port: 8443))
+        #expect(!resolve.matches(host: "example.com", port: 8443))
+    }
+
+    @Test(
+        "a wrong value is refused with an error that names what is wrong",
+        arguments: [
+            ("+api.example.com:443:127.0.0.1", "+ and -"), ("api.example.com:443:127.0.0.1,127.0.0.2", "one address"),
+            ("api.example.com:70000:127.0.0.1", "outside"), ("api.example.com:443:localhost", "IP address"), ("api.example.com:443", "HOST:PORT"),
+            ("api.exa\u{1B}[31mmple.com:443:127.0.0.1", "no host name"), (":443:127.0.0.1", "HOST:PORT:ADDRESS"),
+            ("api.example.com:-1:127.0.0.1", "not a port"),
+        ])
+    func refusedResolve(text: String, names: String) {
+        let error = #expect(throws: ConnectOverrideError.self) { try ConnectOverride(resolve: text) }
+        #expect(error?.description.contains(names) == true, "\(error.map(String.init(describing:)) ?? "none")")
+        #expect(error?.description.unicodeScalars.contains("\u{1B}") == false)
+    }
+
+    @Test("--connect-to's wrong values", arguments: ["a:1:b", "a:1:b:2:3", "[::1:80::", "a:1:[nothost]:2", "a:0:b:1", "a:1:b:99999999999999999999"])
+    func refusedConnectTo(text: String) {
+        #expect(throws: ConnectOverrideError.self) { try ConnectOverride(connectTo: text) }
+    }
+
+    @Test("random text never traps, and every value read writes back as itself (5,000 cases)")
+    func randomText() throws {
+        let alphabet = Array(":::[]*,+-.0123456789abcXYZ%_é\u{0}\u{1B} ")
+        var generator = SystemRandomNumberGenerator()
+        var accepted = 0
+        for _ in 0..<5000 {
+            let text = String((0..<Int.random(in: 0...24, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+            for override in [try? ConnectOverride(resolve: text), try? ConnectOverride(connectTo: text)].compactMap({ $0 }) {
+                accepted += 1
+                #expect(try ConnectOverride(connectTo: override.description) == override, "\(text)")
+                #expect(!override.description.unicodeScalars.contains { $0.value < 0x20 })
+            }
+        }
+        #expect(accepted > 0)
+    }
+
+    /// A demo server whose certificate names api.example.com only, reached on loopback.
+    private static func server() async throws -> (RunningDemoServer, DemoServerCertificate) {
+        let certificate = try TLSServers.authority.get().issue(for: ["api.example.com"])
+        return (try await DemoServer.start(tls: DemoTLS(certificate: certificate, http2: false), webSockets: true), certificate)
+    }
+
+    private static func transport(pin: String, port: Int) throws -> AsyncHTTPClientTransport {
+        let trust = ServerTrust(additionalRoots: [try TLSServers.authority.get().certificateDER], publicKeyPins: ["api.example.com": [pin]])
+        return try AsyncHTTPClientTransport(trust: trust, connectTo: [try ConnectOverride(resolve: "api.example.com:\(port):127.0.0.1")], timeout: .seconds(10))
+    }
+
+    @Test("a call and a WebSocket to a name reach loopback, with the certificate and pins checked for that name")
+    func resolvedByName() async throws {
+        let (server, certificate) = try await Self.server()
+        defer { Task { await server.stop() } }
+        let transport = try Self.transport(pin: certificate.publicKeySHA256, port: server.port)
+        let response = try await transport.load(APIRequest(.get, url: URL(string: "https://api.example.com:\(server.port)/api/users/2")!))
+        #expect(response.status.code == 200)
+        let socket = try await transport.webSocket(try APIRequest(urlString: "wss://api.example.com:\(server.port)/ws/echo"))
+        try await socket.send(text: "by name")
+        var messages = socket.messages.makeAsyncIterator()
+        #expect(try await messages.next() == .text("by name"))
+        await socket.close()
+        try await transport.shutdown()
+
+        // The pins are the name's: a wrong one fails both before a byte is sent.
+        let wrong = try Self.transport(pin: Data(repeating: 7, count: 32).base64EncodedString(), port: server.port)
+        let refused = await #expect(throws: CatenaError.self) {
+            try await wrong.load(APIRequest(.get, url: URL(string: "https://api.example.com:\(server.port)/api/users/2")!))
+        }
+        #expect(refused?.code == .untrustedServer)
+        let refusedSocket = await #expect(throws: CatenaError.self) {
+            try await wrong.webSocket(try APIRequest(urlString: "wss://api.example.com:\(server.port)/ws/echo"))
+        }
+        #expect(refusedSocket?.code == .untrustedServer)
+        try await wrong.shutdown()
+    }
+
+    @Test("an override that changes the port is refused at setup: AsyncHTTPClient connects on the URL's port")
+    func portChangeRefused() throws {
+        let error = #expect(throws: ServerTrustError.self) {
+            _ = try AsyncHTTPClientTransport(trust: .system, connectTo: [try ConnectOverride(connectTo: "api.example.com:443:127.0.0.1:8443")])
+        }
+        #expect(error?.description.contains("port") == true)
+    }
+
+    @Test("nginx sees the request's own name in Host while the connection goes to loopback", .enabled(if: NginxProcess.testsRun))
+    func nginxSeesTheName() async throws {
+        let nginx = try await NginxProcess.start(locations: #"location /host { default_type text/plain; return 200 "$http_host"; }"#)
+        defer { nginx.stop() }
+        let transport = try AsyncHTTPClientTransport(
+            trust: .system, connectTo: [try ConnectOverride(connectTo: "api.example.com:\(nginx.port):127.0.0.1:")], timeout: .seconds(10))
+        let response = try await transport.load(APIRequest(.get, url: URL(string: "http://api.example.com:\(nginx.port)/host")!))
+        #expect(response.status.code == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == "api.example.com:\(nginx.port)")
+        try await transport.shutdown()
+    }
+}

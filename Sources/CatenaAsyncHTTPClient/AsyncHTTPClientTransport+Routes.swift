@@ -64,7 +64,7 @@ final class ClientRoutes: Sendable {
         let pinnedHost = scheme == "https" && pins[key] != nil ? key : nil
         // Through a proxy the proxy resolves the host, as with curl.
         var connect: ConnectTarget?
-        if proxy == nil, !overrides.isEmpty {
+        if proxy == nil, !overrides.isEmpty, request[option: UnixSocket.self] == nil {
             let port = request.port ?? (scheme == "https" ? 443 : 80)
             if let target = overrides.first(where: { $0.matches(host: host, port: port) })?.targetHost {
                 connect = ConnectTarget(host: Self.unbracketed(host), target: target)
@@ -102,7 +102,7 @@ final class ClientRoutes: Sendable {
         }
     }
 
-    private func configuration(for route: Route) -> HTTPClient.Configuration {
+    func configuration(for route: Route) -> HTTPClient.Configuration {
         var configuration = base
         if let proxy = route.proxy {
             switch proxy.kind {
@@ -116,7 +116,7 @@ final class ClientRoutes: Sendable {
         if let connect = route.connect {
             // AsyncHTTPClient connects there on the URL's port, and keeps the URL's host
             // for the server name and the certificate check.
-            configuration.dnsOverride = [connect.host: connect.target]
+            configuration.dnsOverride[connect.host] = connect.target
         }
         var checks: [@Sendable (any Channel) -> EventLoopFuture<Void>] = []
         if let address = route.checkedAddress {

@@ -38,7 +38,8 @@ extension AsyncHTTPClientTransport {
     ///
     /// With `connectTo`, a request whose host and port an override matches connects
     /// where it says (see `ConnectOverride`), keeping its URL, `Host` field, TLS name
-    /// check and pins; its WebSockets too. AsyncHTTPClient connects on the URL's port,
+    /// check and pins; its WebSockets too. Requests to an IP address are left alone (see
+    /// `ConnectOverride`). AsyncHTTPClient connects on the URL's port,
     /// so an override must keep the port (curl's `--resolve`, or `--connect-to` with an
     /// empty or equal second port); a request through a proxy connects to the proxy.
     ///
@@ -49,11 +50,16 @@ extension AsyncHTTPClientTransport {
     ///   refused at setup; for a pin that is not a SHA-256 digest, or is a root's key;
     ///   for an identity that cannot be used; and for a proxy without a host, with a
     ///   port outside 1...65535, or SOCKS5 with a password (AsyncHTTPClient's SOCKS
-    ///   client has no authentication); and for an override that changes the port.
+    ///   client has no authentication); and for an override that changes the port, or
+    ///   with the configuration's own proxy.
     public convenience init(
         configuration: HTTPClient.Configuration = defaultConfiguration, trust: ServerTrust,
         identity: ClientIdentity? = nil, proxy: ProxySettings? = nil, connectTo: [ConnectOverride] = [], timeout: Duration = .seconds(60)
     ) throws(ServerTrustError) {
+        if !connectTo.isEmpty, configuration.proxy != nil {
+            throw ServerTrustError(
+                "connectTo with the configuration's own proxy, which would be asked for the override's target: give the proxy as ProxySettings")
+        }
         for override in connectTo where override.targetPort != nil && override.targetPort != override.port {
             throw ServerTrustError(
                 "the override \(override) changes the port, and AsyncHTTPClient connects on the URL's port: "

@@ -9,24 +9,35 @@
 /// let transport = try AsyncHTTPClientTransport(trust: .system, connectTo: [staging])
 /// ```
 ///
-/// The first override that matches a request's host and port applies. A request that
-/// goes through a proxy connects to the proxy, as curl does: the proxy resolves the host.
+/// The first override that matches a request's host and port applies. Overrides are for
+/// host names: a request to an IP address connects to that address (no override names
+/// one), since its certificate is checked against the address it connects to. A request
+/// that goes through a proxy connects to the proxy, as curl does: the proxy resolves the
+/// host.
 public struct ConnectOverride: Sendable, Hashable, CustomStringConvertible {
-    /// The request's host, lowercased, without brackets; nil matches any host.
-    public var host: String?
+    /// The request's host name, lowercased, without a trailing dot; nil matches any name.
+    public private(set) var host: String?
     /// The request's port (the scheme's default when its URL has none); nil matches any port.
-    public var port: Int?
+    public private(set) var port: Int?
     /// The host name or address to connect to, without brackets; nil keeps the request's host.
-    public var targetHost: String?
+    public private(set) var targetHost: String?
     /// The port to connect to; nil keeps the request's port.
-    public var targetPort: Int?
+    public private(set) var targetPort: Int?
 
     /// An override from its parts; hosts are lowercased and unbracketed.
     ///
-    /// - Throws: ``ConnectOverrideError`` for a port outside 1...65535, or a host that
-    ///   is empty, longer than 253 bytes, or holds a character no host name or address has.
+    /// - Throws: ``ConnectOverrideError`` for a port outside 1...65535, a host that is
+    ///   empty, longer than 253 bytes, or holds a character no host name or address has,
+    ///   an IPv4 address with a leading zero (which some resolvers read as octal), and a
+    ///   `host` that is an IP address.
     public init(host: String?, port: Int?, targetHost: String?, targetPort: Int? = nil) throws(ConnectOverrideError) {
-        self.host = try host.map { host throws(ConnectOverrideError) in try Self.checkedHost(host, role: "host") }
+        self.host = try host.map { host throws(ConnectOverrideError) in
+            let checked = try Self.checkedHost(host, role: "host")
+            guard IPAddress.bytes(of: checked) == nil else {
+                throw ConnectOverrideError("the host \(checked) is an IP address: overrides are for host names (connect to another address directly)")
+            }
+            return Self.trimmed(checked)
+        }
         self.port = try port.map { port throws(ConnectOverrideError) in try Self.checkedPort(port, role: "port") }
         self.targetHost = try targetHost.map { host throws(ConnectOverrideError) in try Self.checkedHost(host, role: "target host") }
         self.targetPort = try targetPort.map { port throws(ConnectOverrideError) in try Self.checkedPort(port, role: "target port") }
@@ -77,11 +88,20 @@ public struct ConnectOverride: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the override applies to a request to `host` (as its URL gives it) on `port`.
+    /// An IP address matches no override.
     public func matches(host requestHost: String, port requestPort: Int) -> Bool {
         if let port, port != requestPort { return false }
-        guard let host else { return true }
         let unbracketed = requestHost.hasPrefix("[") && requestHost.hasSuffix("]") ? String(requestHost.dropFirst().dropLast()) : requestHost
-        return unbracketed.lowercased() == host
+        guard IPAddress.bytes(of: unbracketed) == nil else { return false }
+        guard let host else { return true }
+        return Self.trimmed(unbracketed.lowercased()) == host
+    }
+
+    /// A name without its trailing dots (`example.com.` is `example.com`).
+    private static func trimmed(_ name: String) -> String {
+        var name = Substring(name)
+        while name.hasSuffix(".") { name = name.dropLast() }
+        return String(name)
     }
 
     /// In curl's `--connect-to` form.
@@ -131,6 +151,13 @@ public struct ConnectOverride: Sendable, Hashable, CustomStringConvertible {
         }
         if host.contains(":"), IPAddress.bytes(of: host) == nil {
             throw ConnectOverrideError("the \(role) \(quoted(host)) is not an IPv6 address")
+        }
+        // All digits and dots: an IPv4 address, written as inet_pton reads it.
+        if host.utf8.allSatisfy({ (0x30...0x39).contains($0) || $0 == 0x2E }) {
+            let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+            guard IPAddress.bytes(of: host) != nil, !parts.contains(where: { $0.count > 1 && $0.hasPrefix("0") }) else {
+                throw ConnectOverrideError("the \(role) \(quoted(host)) is not an IPv4 address as written (four numbers 0-255, no leading zero)")
+            }
         }
         return host.lowercased()
     }

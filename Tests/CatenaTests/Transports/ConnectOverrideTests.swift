@@ -17,13 +17,17 @@ struct ConnectOverrideTests {
         #expect(try ConnectOverride(resolve: "api.example.com:443:::1").targetHost == "::1")
         let anyHost = try ConnectOverride(connectTo: "::staging.example.com:")
         #expect(anyHost.host == nil && anyHost.port == nil && anyHost.targetHost == "staging.example.com" && anyHost.targetPort == nil)
-        let v6 = try ConnectOverride(connectTo: "[2001:db8::1]:80:[::1]:8080")
-        #expect(v6.host == "2001:db8::1" && v6.targetHost == "::1" && v6.targetPort == 8080)
-        #expect(v6.description == "[2001:db8::1]:80:[::1]:8080")
-        #expect(v6.matches(host: "[2001:DB8::1]", port: 80))
-        #expect(!v6.matches(host: "2001:db8::1", port: 81))
+        let v6 = try ConnectOverride(connectTo: "db.example.com:80:[::1]:8080")
+        #expect(v6.host == "db.example.com" && v6.targetHost == "::1" && v6.targetPort == 8080)
+        #expect(v6.description == "db.example.com:80:[::1]:8080")
+        #expect(!v6.matches(host: "db.example.com", port: 81))
         #expect(resolve.matches(host: "api.EXAMPLE.com", port: 8443))
+        #expect(resolve.matches(host: "api.example.com.", port: 8443))
         #expect(!resolve.matches(host: "example.com", port: 8443))
+        // Overrides are for names: an address connects to itself, checked against itself.
+        #expect(!anyHost.matches(host: "127.0.0.1", port: 443))
+        #expect(!anyHost.matches(host: "[::1]", port: 443))
+        #expect(anyHost.matches(host: "localhost", port: 443))
     }
 
     @Test(
@@ -40,7 +44,12 @@ struct ConnectOverrideTests {
         #expect(error?.description.unicodeScalars.contains("\u{1B}") == false)
     }
 
-    @Test("--connect-to's wrong values", arguments: ["a:1:b", "a:1:b:2:3", "[::1:80::", "a:1:[nothost]:2", "a:0:b:1", "a:1:b:99999999999999999999"])
+    @Test(
+        "--connect-to's wrong values: shape, ports, brackets, an address as the host, an address with leading zeros",
+        arguments: [
+            "a:1:b", "a:1:b:2:3", "[::1:80::", "a:1:[nothost]:2", "a:0:b:1", "a:1:b:99999999999999999999", "127.0.0.1:443:10.0.0.1:",
+            "[::1]:443:h:", "h:443:010.0.0.1:", "h:443:1.2.3:",
+        ])
     func refusedConnectTo(text: String) {
         #expect(throws: ConnectOverrideError.self) { try ConnectOverride(connectTo: text) }
     }
@@ -99,12 +108,40 @@ struct ConnectOverrideTests {
         try await wrong.shutdown()
     }
 
-    @Test("an override that changes the port is refused at setup: AsyncHTTPClient connects on the URL's port")
-    func portChangeRefused() throws {
+    @Test("refused at setup: an override that changes the port, and one beside the configuration's own proxy")
+    func refusedAtSetup() throws {
         let error = #expect(throws: ServerTrustError.self) {
             _ = try AsyncHTTPClientTransport(trust: .system, connectTo: [try ConnectOverride(connectTo: "api.example.com:443:127.0.0.1:8443")])
         }
         #expect(error?.description.contains("port") == true)
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.proxy = .server(host: "127.0.0.1", port: 3128)
+        let proxied = #expect(throws: ServerTrustError.self) {
+            _ = try AsyncHTTPClientTransport(
+                configuration: configuration, trust: .system, connectTo: [try ConnectOverride(resolve: "api.example.com:443:127.0.0.1")])
+        }
+        #expect(proxied?.description.contains("ProxySettings") == true)
+    }
+
+    @Test("routes: an override applies to a name, not through a proxy, not over a Unix socket, and joins the caller's dnsOverride")
+    func routes() throws {
+        var base = AsyncHTTPClientTransport.defaultConfiguration
+        base.dnsOverride = ["other.example.com": "127.0.0.2"]
+        let proxies = ProxySettings(http: .init(host: "127.0.0.1", port: 3128), https: nil, bypass: ProxyBypass("direct.example.com"))
+        let routes = ClientRoutes(
+            base: base, proxies: proxies, pins: [:],
+            overrides: [try ConnectOverride(connectTo: ":443:127.0.0.1:"), try ConnectOverride(connectTo: ":80:127.0.0.1:")])
+        let named = routes.route(of: APIRequest(.get, url: URL(string: "https://api.example.com/")!))
+        #expect(named?.connect == ClientRoutes.ConnectTarget(host: "api.example.com", target: "127.0.0.1"))
+        let configuration = routes.configuration(for: try #require(named))
+        #expect(configuration.dnsOverride == ["other.example.com": "127.0.0.2", "api.example.com": "127.0.0.1"])
+        #expect(routes.route(of: APIRequest(.get, url: URL(string: "https://127.0.0.1/")!))?.connect == nil)
+        #expect(routes.route(of: APIRequest(.get, url: URL(string: "http://api.example.com/")!))?.proxy != nil)
+        #expect(routes.route(of: APIRequest(.get, url: URL(string: "http://api.example.com/")!))?.connect == nil)
+        #expect(routes.route(of: APIRequest(.get, url: URL(string: "http://direct.example.com/")!))?.connect?.target == "127.0.0.1")
+        var overSocket = APIRequest(.get, url: URL(string: "https://api.example.com/")!)
+        overSocket[option: UnixSocket.self] = "/tmp/none.sock"
+        #expect(routes.route(of: overSocket)?.connect == nil)
     }
 
     @Test("nginx sees the request's own name in Host while the connection goes to loopback", .enabled(if: NginxProcess.testsRun))

@@ -196,6 +196,13 @@ struct RequestCall: ParsableArguments {
         help: "Write the body to this file, with a progress bar on a terminal; - writes it to standard output as it is, also a binary body on a terminal.")
     var output: String?
 
+    @Option(
+        name: [.customShort("w"), .customLong("write-out")],
+        help:
+            "After the body, print this text with curl's %{variables} filled in (http_code, time_total, time_starttransfer, size_download, url_effective, content_type, method, exitcode, errormsg, json); @FILE reads it from a file."
+    )
+    var writeOut: String?
+
     @Flag(name: [.customShort("i"), .customLong("include")], help: "Print the status line and header fields first.")
     var include = false
 
@@ -226,6 +233,19 @@ struct RequestCall: ParsableArguments {
                 "\(option) needs --transport ahc: URLSession on Linux follows the proxy environment variables by itself (libcurl) "
                     + "and has no pins or Unix sockets")
         }
+    }
+
+    /// `-w`'s format, read (from its file, for `@FILE`); nil without `-w`.
+    func writeOutFormat() throws(CommandFailure) -> WriteOut? {
+        guard let writeOut else { return nil }
+        guard writeOut.hasPrefix("@") else { return try WriteOut(writeOut) }
+        let path = String(writeOut.dropFirst())
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size <= 65_536,
+            let text = try? String(contentsOfFile: path, encoding: .utf8)
+        else {
+            throw CommandFailure("-w @\(path): no readable UTF-8 file of at most 64 KiB")
+        }
+        return try WriteOut(text)
     }
 
     /// Sends the call, prints its outcome and exits with its ``ExitStatus``.
@@ -285,6 +305,9 @@ struct RequestCall: ParsableArguments {
         let report = trace ? TraceReport() : nil
         if let report { chain = report.instrument(chain) }
 
+        let writeOut = try writeOutFormat()
+        let clock = ContinuousClock()
+        let started = clock.now
         let result: Result<APIResponse, CatenaError>
         do {
             if let report {
@@ -295,10 +318,18 @@ struct RequestCall: ParsableArguments {
         } catch let error as CatenaError {
             result = .failure(error)
         }
+        let total = clock.now - started
         uploadProgress?.finish()
         downloadProgress?.finish()
         try? await shutdown()
         if let report { report.print(to: .standardError) }
+        var values = WriteOut.Values(
+            total: total, bodyBytes: 0, url: (try? request.url().absoluteString) ?? url, method: method, exitCode: 0)
+        if case .failure(let error) = result, let writeOut {
+            values.exitCode = ExitStatus.of(error).rawValue
+            values.error = error.description.replacingOccurrences(of: "\n", with: " ")
+            FileHandle.standardOutput.write(Data(writeOut.render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
+        }
         let response = try result.get()
         if include {
             let head = headText(status: response.status, fields: response.headerFields, redaction: redaction)
@@ -332,7 +363,23 @@ struct RequestCall: ParsableArguments {
                 if let detail = shown.detail { StandardError.writeText("  \(detail)\n") }
             }
         }
+        if let writeOut {
+            values.status = response.status.code
+            // The head arrived the body's duration before the call ended.
+            values.timeToFirstByte = response.timing.map { total - ($0.bodyDuration ?? .zero) }
+            values.bodyBytes = request[option: DownloadDestination.self] != nil ? downloadedBytes(output) : response.body.count
+            values.url = (try? response.request.url().absoluteString) ?? values.url
+            values.contentType = response.headerFields[.contentType]
+            values.exitCode = status.rawValue
+            FileHandle.standardOutput.write(Data(writeOut.render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
+        }
         return status
+    }
+
+    /// The size of the file a download went to.
+    private func downloadedBytes(_ output: String?) -> Int {
+        guard let output else { return 0 }
+        return ((try? FileManager.default.attributesOfItem(atPath: output))?[.size] as? Int) ?? 0
     }
 
     /// The chain the options ask for, ending in their transport, and how to shut it down:

@@ -36,6 +36,7 @@ struct WebSocketCommand: AsyncParsableCommand {
         guard call.json == nil, call.jsonFile == nil, call.formFields.isEmpty, call.upload == nil else {
             throw ValidationError("ws sends no body: its messages come from standard input")
         }
+        guard call.writeOut == nil else { throw ValidationError("ws has no -w: its messages are its output") }
         guard call.transport == .ahc else {
             throw ValidationError("ws needs --transport ahc: URLSession opens no WebSockets on Linux")
         }

@@ -1,0 +1,79 @@
+import Catena
+import CatenaDemoServer
+import Foundation
+import Testing
+@testable import CatenaCLI
+@testable import CatenaTestSupport
+
+/// `-w`/`--write-out`: the format as curl reads it, then the command on both transports.
+@Suite("catena -w", .serialized, .enabled(if: !Timing.isThreadSanitized, "the command runs in child processes; see RequestCommandTests"))
+struct WriteOutTests {
+    private static let values = WriteOut.Values(
+        status: 201, total: .milliseconds(1500), timeToFirstByte: .milliseconds(250), bodyBytes: 42, url: "http://h/x",
+        contentType: "text/\u{1B}[31mplain", method: "POST", exitCode: 0)
+
+    @Test("variables, %%, and curl's backslash escapes")
+    func format() throws {
+        let writeOut = try WriteOut(#"%{http_code} %{time_total}s %{time_starttransfer}\t%{size_download}B 100%% %{method}\n"#)
+        #expect(writeOut.render(Self.values, forTerminal: false) == "201 1.500000s 0.250000\t42B 100% POST\n")
+        #expect(try WriteOut("%{content_type}").render(Self.values, forTerminal: true) == #"text/\u{1b}[31mplain"#)
+        #expect(
+            try WriteOut("%{response_code}").render(WriteOut.Values(total: .zero, bodyBytes: 0, url: "", method: "GET", exitCode: 7), forTerminal: false)
+                == "000")
+        let json = try WriteOut("%{json}").render(Self.values, forTerminal: true)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(object["http_code"] as? Int == 201 && object["size_download"] as? Int == 42 && object["url_effective"] as? String == "http://h/x")
+        #expect(!json.unicodeScalars.contains("\u{1B}"))
+    }
+
+    @Test("an unknown variable, one not measured yet, and a %{ without } are refused by name")
+    func refused() {
+        let unknown = #expect(throws: CommandFailure.self) { try WriteOut("%{bogus}") }
+        #expect(unknown?.description.contains("no variable %{bogus}") == true)
+        let unmeasured = #expect(throws: CommandFailure.self) { try WriteOut("%{time_connect}") }
+        #expect(unmeasured?.description.contains("not measured") == true)
+        #expect(throws: CommandFailure.self) { try WriteOut("%{http_code") }
+        let escaped = #expect(throws: CommandFailure.self) { try WriteOut("%{\u{1B}]0;x\u{7}}") }
+        #expect(escaped?.description.unicodeScalars.contains("\u{1B}") == false)
+    }
+
+    @Test("random formats never trap; text without variables comes back as written (3,000 cases)")
+    func randomFormats() throws {
+        let alphabet = Array("%{}\\ntr_ab http_code json é\u{0}\u{1B}")
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            let text = String((0..<Int.random(in: 0...30, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+            guard let writeOut = try? WriteOut(text) else { continue }
+            let rendered = writeOut.render(Self.values, forTerminal: false)
+            if !text.contains("%"), !text.contains("\\") { #expect(rendered == text) }
+        }
+    }
+
+    @Test("the command prints the format after the body, on both transports", arguments: ["ahc", "urlsession"])
+    func command(transport: String) async throws {
+        let url = try await TestServer.running().baseURL.absoluteString + "/api/users/2"
+        let outcome = try await CatenaCommandLine.run(["get", url, "--transport", transport, "-w", #"\n%{http_code} %{size_download} %{url_effective}\n"#])
+        #expect(outcome.status == 0, "\(outcome.errors)")
+        let lines = outcome.text.split(separator: "\n")
+        let body = try await TransportKind.asyncHTTPClient.make().load(try APIRequest(.get, urlString: url)).body
+        #expect(lines.last == "200 \(body.count) \(url)")
+        let json = try await CatenaCommandLine.run(["get", url, "--transport", transport, "-o", "/dev/null", "-w", "%{json}"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.text.utf8)) as? [String: Any], "\(json.text)")
+        let total = try #require(object["time_total"] as? Double)
+        let firstByte = try #require(object["time_starttransfer"] as? Double)
+        #expect(total > 0 && firstByte > 0 && firstByte <= total)
+        #expect(object["http_code"] as? Int == 200)
+    }
+
+    @Test("a failed call prints 000 and its exit code; a wrong format fails before anything is sent")
+    func failures() async throws {
+        let refused = try await CatenaCommandLine.run(["get", "http://127.0.0.1:9/x", "-w", "%{http_code} %{exitcode}"])
+        #expect(refused.status == 7, "\(refused.errors)")
+        #expect(refused.text == "000 7")
+        let server = try await DemoServer.start()
+        defer { Task { await server.stop() } }
+        let wrong = try await CatenaCommandLine.run(["get", server.baseURL.absoluteString + "/api/users/2", "-w", "%{time_connect}"])
+        #expect(wrong.status == 2 && wrong.errors.contains("time_connect"), "\(wrong.errors)")
+        #expect(server.requestsRead == 0)
+    }
+}

@@ -36,7 +36,8 @@ public enum UploadProgress: RequestOption {
 /// failure or cancellation the partial file is removed. The response's `body` is then
 /// empty, and ``MaximumResponseSize`` does not apply: the body never sits in memory.
 /// Any other status keeps its body in memory as usual (an error body, for validation)
-/// and leaves `file` alone.
+/// and leaves `file` alone. A `file` that exists and is no regular file (`/dev/null`, a
+/// FIFO, a symbolic link) is written to in place, never replaced.
 public struct DownloadDestination: Sendable, RequestOption {
     /// Where the body ends up.
     public var file: URL
@@ -60,20 +61,30 @@ package final class DownloadWriter {
     private let total: Int64?
     private var written: Int64 = 0
     private var finished = false
+    /// Written in place: the destination is a device, a FIFO or a link, which a rename
+    /// would replace (as root, `-o /dev/null` once replaced the device with a file).
+    private let inPlace: Bool
 
     /// Creates (or truncates) the partial file.
     package init(_ destination: DownloadDestination, expectedLength: Int64?, request: APIRequest) throws(CatenaError) {
         self.destination = destination
-        // A name of its own in the same folder (so the final rename stays on one file
-        // system): two downloads to one destination never write into each other.
-        self.partial = destination.file.deletingLastPathComponent()
-            .appendingPathComponent(".\(destination.file.lastPathComponent).\(UUID().uuidString).part")
         self.total = expectedLength
-        guard FileManager.default.createFile(atPath: partial.path, contents: nil),
+        // attributesOfItem does not follow a link: a link is written through, in place.
+        let type = (try? FileManager.default.attributesOfItem(atPath: destination.file.path))?[.type] as? FileAttributeType
+        inPlace = type != nil && type != .typeRegular
+        // Else a name of its own in the same folder (so the final rename stays on one
+        // file system): two downloads to one destination never write into each other.
+        self.partial =
+            inPlace
+            ? destination.file
+            : destination.file.deletingLastPathComponent().appendingPathComponent(".\(destination.file.lastPathComponent).\(UUID().uuidString).part")
+        guard inPlace || FileManager.default.createFile(atPath: partial.path, contents: nil),
             let handle = try? FileHandle(forWritingTo: partial)
         else {
             throw CatenaError(.invalidRequest, request: request, detail: "cannot write the download to \(destination.file.path)")
         }
+        // A regular file behind a link starts empty; a device or FIFO cannot be truncated.
+        if inPlace { try? handle.truncate(atOffset: 0) }
         self.handle = handle
         destination.progress?(TransferProgress(completed: 0, total: total))
     }
@@ -92,6 +103,10 @@ package final class DownloadWriter {
     /// Closes the file and moves it into place, replacing what was there.
     package func finish(request: APIRequest) throws(CatenaError) {
         try? handle.close()
+        if inPlace {
+            finished = true
+            return
+        }
         do {
             // rename(2) replaces what was there in one step: a failure leaves the old
             // file as it was.
@@ -108,6 +123,6 @@ package final class DownloadWriter {
     deinit {
         guard !finished else { return }
         try? handle.close()
-        try? FileManager.default.removeItem(at: partial)
+        if !inPlace { try? FileManager.default.removeItem(at: partial) }
     }
 }

@@ -30,6 +30,28 @@ struct DownloadTests {
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.completed <= $1.completed })
     }
 
+    @Test("a destination that is no regular file (a FIFO, as /dev/null is a device) is written in place, not replaced", arguments: TransportKind.allCases)
+    func fifoDestination(kind: TransportKind) async throws {
+        let fifo = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: fifo) }
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        // The reading end first, without blocking, so the download's open for writing succeeds.
+        let reader = open(fifo.path, O_RDONLY | O_NONBLOCK)
+        #expect(reader >= 0)
+        defer { close(reader) }
+        var request = try APIRequest(.get, path: ["api", "bytes", "1000"])
+        request[option: DownloadDestination.self] = DownloadDestination(file: fifo)
+        let response = try await kind.chain().load(request)
+        #expect(response.status == .ok)
+        let type = try FileManager.default.attributesOfItem(atPath: fifo.path)[.type] as? FileAttributeType
+        #expect(type != nil && type != .typeRegular, "\(String(describing: type))")
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = read(reader, &buffer, buffer.count)
+        #expect(count == 1000)
+        #expect(Data(buffer.prefix(max(count, 0))) == patternData(1000))
+        #expect(partialFiles(beside: fifo).isEmpty)
+    }
+
     @Test("a failed status keeps its body in memory and leaves the destination alone", arguments: TransportKind.allCases)
     func errorStatus(kind: TransportKind) async throws {
         let file = temporaryFile()

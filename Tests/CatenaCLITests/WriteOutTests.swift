@@ -57,12 +57,18 @@ struct WriteOutTests {
         let lines = outcome.text.split(separator: "\n")
         let body = try await TransportKind.asyncHTTPClient.make().load(try APIRequest(.get, urlString: url)).body
         #expect(lines.last == "200 \(body.count) \(url)")
-        let json = try await CatenaCommandLine.run(["get", url, "--transport", transport, "-o", "/dev/null", "-w", "%{json}"])
+        let file = FileManager.default.temporaryDirectory.appending(path: "catena-w-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let json = try await CatenaCommandLine.run(["get", url, "--transport", transport, "-o", file.path, "-w", "%{json}"])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.text.utf8)) as? [String: Any], "\(json.text)")
         let total = try #require(object["time_total"] as? Double)
         let firstByte = try #require(object["time_starttransfer"] as? Double)
         #expect(total > 0 && firstByte > 0 && firstByte <= total)
         #expect(object["http_code"] as? Int == 200)
+        #expect(object["size_download"] as? Int == body.count, "counted as written, not read back from the file")
+        // A secret query item is redacted, as everywhere the command prints a URL.
+        let secret = try await CatenaCommandLine.run(["get", url + "?api_key=hunter2", "--transport", transport, "-w", "%{url_effective}"])
+        #expect(!secret.text.contains("hunter2"), "\(secret.text)")
     }
 
     @Test("a failed call prints 000 and its exit code; a wrong format fails before anything is sent")
@@ -75,5 +81,11 @@ struct WriteOutTests {
         let wrong = try await CatenaCommandLine.run(["get", server.baseURL.absoluteString + "/api/users/2", "-w", "%{time_connect}"])
         #expect(wrong.status == 2 && wrong.errors.contains("time_connect"), "\(wrong.errors)")
         #expect(server.requestsRead == 0)
+        // A FIFO as the format's file would block: refused without reading.
+        let fifo = FileManager.default.temporaryDirectory.appending(path: "catena-w-fifo-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: fifo) }
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        let blocked = try await CatenaCommandLine.run(["get", server.baseURL.absoluteString + "/api/users/2", "-w", "@" + fifo.path])
+        #expect(blocked.status == 2 && blocked.errors.contains("no readable UTF-8 file"), "\(blocked.errors)")
     }
 }

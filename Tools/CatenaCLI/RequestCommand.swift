@@ -240,11 +240,14 @@ struct RequestCall: ParsableArguments {
         guard let writeOut else { return nil }
         guard writeOut.hasPrefix("@") else { return try WriteOut(writeOut) }
         let path = String(writeOut.dropFirst())
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size <= 65_536,
-            let text = try? String(contentsOfFile: path, encoding: .utf8)
+        // A regular file only, read to a bound: a FIFO would block, /dev/zero never end.
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard attributes?[.type] as? FileAttributeType == .typeRegular, let file = FileHandle(forReadingAtPath: path),
+            let data = try? file.read(upToCount: 65_537), data.count <= 65_536, let text = String(data: data, encoding: .utf8)
         else {
             throw CommandFailure("-w @\(path): no readable UTF-8 file of at most 64 KiB")
         }
+        try? file.close()
         return try WriteOut(text)
     }
 
@@ -277,6 +280,8 @@ struct RequestCall: ParsableArguments {
     }
 
     private func send(method: String, url: String, recorder: HARRecorder?) async throws -> ExitStatus {
+        // First: a wrong format fails before anything is read or sent.
+        let writeOut = try writeOutFormat()
         var request = try makeRequest(method: method, url: url)
         // Checked before anything is sent: a call is not made only to be thrown away.
         if let har { try checkArchive(har) }
@@ -287,6 +292,8 @@ struct RequestCall: ParsableArguments {
             }
         }
         let redaction = Redaction.effective(for: request)
+        // The bytes a download wrote (-w's size_download: /dev/null has no size to read).
+        let downloaded = Locked<Int64>(0)
         var uploadProgress: ProgressDisplay?
         var downloadProgress: ProgressDisplay?
         if upload != nil {
@@ -297,7 +304,10 @@ struct RequestCall: ParsableArguments {
         // Streamed to the file as it arrives, unless the HAR needs the body in memory.
         if let output, output != "-", har == nil {
             let display = ProgressDisplay(label: "download")
-            request[option: DownloadDestination.self] = DownloadDestination(file: URL(fileURLWithPath: output)) { display.update($0) }
+            request[option: DownloadDestination.self] = DownloadDestination(file: URL(fileURLWithPath: output)) { progress in
+                display.update(progress)
+                downloaded.withLock { $0 = progress.completed }
+            }
             downloadProgress = display
         }
 
@@ -305,7 +315,6 @@ struct RequestCall: ParsableArguments {
         let report = trace ? TraceReport() : nil
         if let report { chain = report.instrument(chain) }
 
-        let writeOut = try writeOutFormat()
         let clock = ContinuousClock()
         let started = clock.now
         let result: Result<APIResponse, CatenaError>
@@ -324,7 +333,7 @@ struct RequestCall: ParsableArguments {
         try? await shutdown()
         if let report { report.print(to: .standardError) }
         var values = WriteOut.Values(
-            total: total, bodyBytes: 0, url: (try? request.url().absoluteString) ?? url, method: method, exitCode: 0)
+            total: total, bodyBytes: 0, url: redaction.redact(urlString: (try? request.url().absoluteString) ?? url), method: method, exitCode: 0)
         if case .failure(let error) = result, let writeOut {
             values.exitCode = ExitStatus.of(error).rawValue
             values.error = error.description.replacingOccurrences(of: "\n", with: " ")
@@ -366,20 +375,15 @@ struct RequestCall: ParsableArguments {
         if let writeOut {
             values.status = response.status.code
             // The head arrived the body's duration before the call ended.
-            values.timeToFirstByte = response.timing.map { total - ($0.bodyDuration ?? .zero) }
-            values.bodyBytes = request[option: DownloadDestination.self] != nil ? downloadedBytes(output) : response.body.count
-            values.url = (try? response.request.url().absoluteString) ?? values.url
+            values.timeToFirstByte = response.timing.map { max(.zero, total - ($0.bodyDuration ?? .zero)) }
+            let wentToFile = request[option: DownloadDestination.self] != nil && (200..<300).contains(response.status.code)
+            values.bodyBytes = wentToFile ? Int(downloaded.withLock { $0 }) : response.body.count
+            values.url = redaction.redact(urlString: (try? response.request.url().absoluteString) ?? url)
             values.contentType = response.headerFields[.contentType]
             values.exitCode = status.rawValue
             FileHandle.standardOutput.write(Data(writeOut.render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
         }
         return status
-    }
-
-    /// The size of the file a download went to.
-    private func downloadedBytes(_ output: String?) -> Int {
-        guard let output else { return 0 }
-        return ((try? FileManager.default.attributesOfItem(atPath: output))?[.size] as? Int) ?? 0
     }
 
     /// The chain the options ask for, ending in their transport, and how to shut it down:

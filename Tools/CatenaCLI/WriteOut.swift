@@ -88,14 +88,14 @@ struct WriteOut {
             switch piece {
             case .text(let text): output += text
             case .variable(let variable):
-                let value = Self.value(of: variable, in: values)
+                let value = Self.value(of: variable, in: values, forTerminal: forTerminal)
                 output += forTerminal && variable != .json ? TerminalText.escaped(value) : value
             }
         }
         return output
     }
 
-    private static func value(of variable: Variable, in values: Values) -> String {
+    private static func value(of variable: Variable, in values: Values, forTerminal: Bool) -> String {
         func seconds(_ duration: Duration?) -> String {
             guard let duration else { return "0.000000" }
             let (whole, attoseconds) = duration.components
@@ -114,11 +114,12 @@ struct WriteOut {
         case .json:
             var object: [String: Any] = [:]
             for other in Variable.allCases where other != .json {
-                let text = value(of: other, in: values)
+                let text = value(of: other, in: values, forTerminal: false)
                 switch other {
                 case .httpCode, .responseCode, .sizeDownload, .exitCode: object[other.rawValue] = Int(text) ?? 0
                 case .timeTotal, .timeStartTransfer: object[other.rawValue] = Double(text) ?? 0
-                default: object[other.rawValue] = text
+                // Escaped for a terminal first: JSON escapes C0 controls, not C1 or bidi overrides.
+                default: object[other.rawValue] = forTerminal ? TerminalText.escaped(text) : text
                 }
             }
             // JSONSerialization escapes control characters: the output is safe on a terminal.

@@ -15,7 +15,8 @@
 /// that goes through a proxy connects to the proxy, as curl does: the proxy resolves the
 /// host.
 public struct ConnectOverride: Sendable, Hashable, CustomStringConvertible {
-    /// The request's host name, lowercased, without a trailing dot; nil matches any name.
+    /// The request's host name, lowercased, without a trailing dot, in ASCII (an
+    /// internationalised name in its `xn--` form); nil matches any name.
     public private(set) var host: String?
     /// The request's port (the scheme's default when its URL has none); nil matches any port.
     public private(set) var port: Int?
@@ -94,7 +95,8 @@ public struct ConnectOverride: Sendable, Hashable, CustomStringConvertible {
         let unbracketed = requestHost.hasPrefix("[") && requestHost.hasSuffix("]") ? String(requestHost.dropFirst().dropLast()) : requestHost
         guard IPAddress.bytes(of: unbracketed) == nil else { return false }
         guard let host else { return true }
-        return Self.trimmed(unbracketed.lowercased()) == host
+        // A Unicode name matches its punycode form, as pins and the proxy bypass list do.
+        return Self.trimmed(HostName.ascii(unbracketed).lowercased()) == host
     }
 
     /// A name without its trailing dots (`example.com.` is `example.com`).

@@ -23,6 +23,7 @@ struct ConnectOverrideTests {
         #expect(!v6.matches(host: "db.example.com", port: 81))
         #expect(resolve.matches(host: "api.EXAMPLE.com", port: 8443))
         #expect(resolve.matches(host: "api.example.com.", port: 8443))
+        #expect(try ConnectOverride(resolve: "xn--bcher-kva.example:443:127.0.0.1").matches(host: "bücher.example", port: 443))
         #expect(!resolve.matches(host: "example.com", port: 8443))
         // Overrides are for names: an address connects to itself, checked against itself.
         #expect(!anyHost.matches(host: "127.0.0.1", port: 443))

@@ -227,7 +227,7 @@ let package = Package(
                 + products([("AsyncHTTPClient", "async-http-client"), ("NIOSSL", "swift-nio-ssl"), ("Logging", "swift-log")]),
             path: "Tests/CatenaTestSupport"
         ),
-        // ThreadSanitizer's suppressions for the test process (one, inside SwiftNIO).
+        // ThreadSanitizer's suppressions for the test process (each explained in its file).
         .target(name: "ThreadSanitizerSuppressions", path: "Tests/ThreadSanitizerSuppressions"),
         .testTarget(
             name: "CatenaTests",

@@ -246,7 +246,7 @@ func compare(_ groups: [[Variant]], settings: Settings) async throws {
                 rounds[index].append(round)
             }
         }
-        report("\(settings.requests) sequential GET + decode", group, rounds, cpu: false)
+        report("\(settings.requests) sequential GET + decode", group.map(\.name), rounds, cpu: false)
     }
     for group in groups {
         // Concurrent: every variant runs a whole round, in rotating order.
@@ -257,13 +257,14 @@ func compare(_ groups: [[Variant]], settings: Settings) async throws {
                 rounds[index].append(try await runConcurrent(group[index], count: settings.requests, inFlight: settings.inFlight))
             }
         }
-        report("\(settings.requests) GET, \(settings.inFlight) in flight", group, rounds, cpu: true)
+        report("\(settings.requests) GET, \(settings.inFlight) in flight", group.map(\.name), rounds, cpu: true)
     }
 }
 
-/// One table row per variant: throughput, latency, CPU, and the ratios to the first.
-func report(_ workload: String, _ group: [Variant], _ rounds: [[Round]], cpu: Bool) {
-    for (index, variant) in group.enumerated() {
+/// One table row per variant: throughput, latency (unless the rounds timed no single
+/// call), CPU, and the ratios to the first.
+func report(_ workload: String, _ names: [String], _ rounds: [[Round]], cpu: Bool, latencies: Bool = true) {
+    for (index, name) in names.enumerated() {
         let summary = Summary(rounds: rounds[index])
         var ratio = "", cpuRatio = ""
         if index > 0 {
@@ -275,8 +276,7 @@ func report(_ workload: String, _ group: [Variant], _ rounds: [[Round]], cpu: Bo
             }
         }
         let cpuText = cpu ? format(summary.cpuPerRequest.milliseconds * 1000, 0) : "–"
-        print(
-            "| \(workload) | \(variant.name) | \(format(summary.throughput, 0)) | \(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3)) | \(cpuText) | \(ratio) | \(cpuRatio) |"
-        )
+        let latency = latencies ? "\(format(summary.p50.milliseconds, 3)) | \(format(summary.p99.milliseconds, 3))" : "– | –"
+        print("| \(workload) | \(name) | \(format(summary.throughput, 0)) | \(latency) | \(cpuText) | \(ratio) | \(cpuRatio) |")
     }
 }

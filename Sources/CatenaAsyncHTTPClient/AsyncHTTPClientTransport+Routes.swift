@@ -67,7 +67,8 @@ final class ClientRoutes: Sendable {
         if proxy == nil, !overrides.isEmpty, request[option: UnixSocket.self] == nil {
             let port = request.port ?? (scheme == "https" ? 443 : 80)
             if let target = overrides.first(where: { $0.matches(host: host, port: port) })?.targetHost {
-                connect = ConnectTarget(host: Self.unbracketed(host), target: target)
+                // A name (no override matches an address), as AsyncHTTPClient keys dnsOverride.
+                connect = ConnectTarget(host: host, target: target)
             }
         }
         guard proxy != nil || pinnedHost != nil || connect != nil else { return nil }

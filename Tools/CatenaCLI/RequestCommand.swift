@@ -337,7 +337,7 @@ struct RequestCall: ParsableArguments {
         if case .failure(let error) = result, let writeOut {
             values.exitCode = ExitStatus.of(error).rawValue
             values.error = error.description.replacingOccurrences(of: "\n", with: " ")
-            FileHandle.standardOutput.write(Data(writeOut.render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
+            writeOut.write(values)
         }
         let response = try result.get()
         if include {
@@ -381,7 +381,7 @@ struct RequestCall: ParsableArguments {
             values.url = redaction.redact(urlString: (try? response.request.url().absoluteString) ?? url)
             values.contentType = response.headerFields[.contentType]
             values.exitCode = status.rawValue
-            FileHandle.standardOutput.write(Data(writeOut.render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
+            writeOut.write(values)
         }
         return status
     }

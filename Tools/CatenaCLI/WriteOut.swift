@@ -80,6 +80,11 @@ struct WriteOut {
         var error: String?
     }
 
+    /// Writes the format, filled in, to standard output (escaped on a terminal).
+    func write(_ values: Values) {
+        FileHandle.standardOutput.write(Data(render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
+    }
+
     /// The format filled in with `values`; text from the server (the URL, the content
     /// type, an error) is escaped when `forTerminal`.
     func render(_ values: Values, forTerminal: Bool) -> String {

@@ -62,7 +62,7 @@ package final class DownloadWriter {
     private var written: Int64 = 0
     private var finished = false
     /// Written in place: the destination is a device, a FIFO or a link, which a rename
-    /// would replace (as root, `-o /dev/null` once replaced the device with a file).
+    /// would replace (as root, /dev/null itself).
     private let inPlace: Bool
 
     /// Creates (or truncates) the partial file.

@@ -253,7 +253,7 @@ extension AsyncHTTPClientTransport {
         return try await outcome.get()
     }
 
-    private static func mapWebSocket(_ error: any Error, request: APIRequest, timeout: Duration) -> CatenaError {
+    static func mapWebSocket(_ error: any Error, request: APIRequest, timeout: Duration) -> CatenaError {
         if let error = error as? NIOHTTPClientUpgradeError {
             return CatenaError(
                 .invalidResponse, request: request, underlyingError: error,
@@ -264,9 +264,10 @@ extension AsyncHTTPClientTransport {
         if let error = error as? NIOHTTP1ProxyConnectHandler.Error {
             return CatenaError(.cannotConnect, request: request, underlyingError: error, detail: "the proxy refused the tunnel (\(error))")
         }
-        if error is ChannelPipelineError {
+        if error is ChannelPipelineError || (error as? ChannelError) == .inappropriateOperationForState {
             // A handler is gone only once the channel was torn down: the server closed it
             // (a TLS 1.3 server refusing the client's certificate does, after the handshake).
+            // NIO's upgrade handler, removed with the pipeline, fails its promise with the latter.
             return CatenaError(.connectionLost, request: request, underlyingError: error, detail: "the connection ended during the WebSocket handshake")
         }
         if error is HTTPParserError {

@@ -237,7 +237,10 @@ let package = Package(
         .testTarget(
             name: "CatenaAsyncHTTPClientTests",
             dependencies: ["Catena", "CatenaAsyncHTTPClient", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]
-                + products([("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"), ("NIOHTTP1", "swift-nio")])
+                + products([
+                    ("AsyncHTTPClient", "async-http-client"), ("NIOCore", "swift-nio"), ("NIOPosix", "swift-nio"), ("NIOHTTP1", "swift-nio"),
+                    ("NIOSSL", "swift-nio-ssl"),
+                ])
         ),
         .testTarget(name: "CatenaTestingTests", dependencies: ["Catena", "CatenaTesting", "CatenaTestSupport", "CatenaDemoServer"]),
         .testTarget(

@@ -40,11 +40,12 @@ extension AsyncHTTPClientTransport {
 
     /// `request` as the delegate API takes it, its body (in memory: the delegate paths
     /// take no streamed body) produced afresh; `cancelled` when the calling task is.
-    func delegateRequest(_ request: APIRequest, timeout: Duration) throws(CatenaError) -> HTTPClient.Request {
+    func delegateRequest(_ request: APIRequest, timeout: Duration, mark: UInt64?) throws(CatenaError) -> HTTPClient.Request {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
-                url: try targetURL(of: request), method: HTTPMethod(rawValue: request.method.rawValue), headers: try headers(for: request),
+                url: try targetURL(of: request), method: HTTPMethod(rawValue: request.method.rawValue),
+                headers: try headers(for: request, mark: mark),
                 body: try request.inMemoryBodyData().map { .bytes($0) })
         } catch let error as CatenaError {
             throw error
@@ -95,11 +96,20 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
+    /// The exchange's mark for the connection watch; ended by `answer()` or `deinit`.
+    private var mark: UInt64?
 
     /// A delegate for one exchange of `request` through `transport`'s client, the
     /// request built (`cancelled` when the calling task is).
     init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) throws(CatenaError) {
-        self.outgoing = try transport.delegateRequest(request, timeout: timeout)
+        let mark = transport.watch?.begin()
+        do {
+            self.outgoing = try transport.delegateRequest(request, timeout: timeout, mark: mark)
+        } catch {
+            if let mark { transport.watch?.drop(mark) }
+            throw error
+        }
+        self.mark = mark
         self.transport = transport
         self.request = request
         self.limit = request[option: MaximumResponseSize.self]
@@ -138,6 +148,10 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         }
     }
 
+    deinit {
+        if let mark { transport.watch?.drop(mark) }
+    }
+
     /// Cancels the exchange, or keeps it from starting. From any thread.
     func cancel() {
         loop.execute { [self] in
@@ -161,13 +175,14 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// caller's task, not the event loop: an observer that takes its time must not hold
     /// up every connection on that loop.
     private func response(_ gathered: Response) -> APIResponse {
+        let seen = transport.endExchange(&mark, started: started, request: request)
         request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
         var response = APIResponse(
             status: AsyncHTTPClientTransport.status(of: gathered.head.status),
             headerFields: AsyncHTTPClientTransport.fields(of: gathered.head.headers),
             body: Data(buffer: gathered.body, byteTransferStrategy: .automatic),
             request: request)
-        response.timing = ResponseTiming(started: started, headArrived: gathered.headArrived, bodyEnded: .now)
+        response.timing = ResponseTiming(started: started, headArrived: gathered.headArrived, bodyEnded: .now, seen: seen)
         return response
     }
 

@@ -10,9 +10,9 @@ import NIOHTTP1
 // of a response head before Catena reads its body.
 extension AsyncHTTPClientTransport {
     /// The header fields AsyncHTTPClient sends for `request`.
-    func headers(for request: APIRequest) throws(CatenaError) -> HTTPHeaders {
+    func headers(for request: APIRequest, mark: UInt64? = nil) throws(CatenaError) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        headers.reserveCapacity(request.headerFields.count + 2)
+        headers.reserveCapacity(request.headerFields.count + 3)
         var cookies = false
         for field in request.headerFields {
             if field.name == .cookie { cookies = true; continue }
@@ -35,6 +35,9 @@ extension AsyncHTTPClientTransport {
             let name = host.contains(":") ? "[\(host)]" : host
             headers.add(name: "Host", value: request.port.map { "\(name):\($0)" } ?? name)
         }
+        // Last, so the watch's handler reads this one even if the caller sent a field of
+        // the name; it removes them all before any byte is written.
+        if let mark { headers.add(name: ExchangeWatch.fieldName, value: String(mark)) }
         return headers
     }
 

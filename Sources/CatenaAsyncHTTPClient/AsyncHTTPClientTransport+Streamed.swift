@@ -41,7 +41,9 @@ extension AsyncHTTPClientTransport {
     /// its own. Only streamed calls the delegate path cannot take come here (a streamed
     /// or watched request body, a client that traces); see `sendStreamedThroughDelegate`.
     func sendStreaming(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
-        let outgoing = try await outgoing(request)
+        var mark = watch?.begin()
+        defer { if let mark { watch?.drop(mark) } }
+        let outgoing = try await outgoing(request, mark: mark)
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let response: HTTPClientResponse
         let started = ContinuousClock.now
@@ -56,7 +58,8 @@ extension AsyncHTTPClientTransport {
         } catch {
             throw Self.map(error, request: request, timeout: timeout, limit: .max)
         }
-        let timing = ResponseTiming(started: started, headArrived: .now)
+        let headArrived = ContinuousClock.now
+        let timing = ResponseTiming(started: started, headArrived: headArrived, seen: endExchange(&mark, started: started, request: request))
         request.report(.responseHead(status: Int(response.status.code), after: timing.timeToFirstByte))
         let producer = Locked<Task<Void, Never>?>(nil)
         let channel = BodyChannel(
@@ -138,6 +141,8 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         var paused: EventLoopPromise<Void>?
         /// The reader made room before the event loop got to pausing.
         var roomEarly = false
+        /// The exchange's mark for the connection watch; ended by `answer()` or `deinit`.
+        var mark: UInt64?
     }
 
     private let transport: AsyncHTTPClientTransport
@@ -153,7 +158,13 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     /// A delegate for one exchange of `request` through `transport`'s client, the
     /// request built (`cancelled` when the calling task is).
     init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) throws(CatenaError) {
-        state = Locked(State(outgoing: try transport.delegateRequest(request, timeout: timeout)))
+        let mark = transport.watch?.begin()
+        do {
+            state = Locked(State(outgoing: try transport.delegateRequest(request, timeout: timeout, mark: mark), mark: mark))
+        } catch {
+            if let mark { transport.watch?.drop(mark) }
+            throw error
+        }
         self.transport = transport
         self.request = request
         self.timeout = timeout
@@ -204,6 +215,10 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         loop.execute { [self] in state.withLock { $0.task }?.cancel() }
     }
 
+    deinit {
+        if let mark = state.withLock({ $0.mark }) { transport.watch?.drop(mark) }
+    }
+
     /// Whether the exchange was handed to AsyncHTTPClient (for tests).
     var wasSent: Bool { state.withLock { $0.task != nil } }
 
@@ -214,11 +229,13 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     func answer() throws(CatenaError) -> StreamedResponse {
         guard let outcome = state.withLock({ $0.outcome }) else { preconditionFailure("the answer is read once the head is decided") }
         let head = try outcome.get()
+        var marked = state.withLock { $0.mark.take() }
+        let seen = transport.endExchange(&marked, started: started, request: request)
         request.report(.responseHead(status: Int(head.head.status.code), after: head.headArrived - started))
         var streamed = StreamedResponse(
             status: AsyncHTTPClientTransport.status(of: head.head.status),
             headerFields: AsyncHTTPClientTransport.fields(of: head.head.headers), body: ResponseBody(channel: head.channel), request: request)
-        streamed.timing = ResponseTiming(started: started, headArrived: head.headArrived)
+        streamed.timing = ResponseTiming(started: started, headArrived: head.headArrived, seen: seen)
         return streamed
     }
 

@@ -106,7 +106,7 @@ extension AsyncHTTPClientTransport {
         // itself would take a hop to a pinned host, or a bypassed one, the wrong way.
         let routed = !pins.isEmpty || proxy != nil || !connectTo.isEmpty
         if routed { configuration.redirectConfiguration = .disallow }
-        let routes = routed ? ClientRoutes(base: configuration, proxies: proxy, pins: pins, overrides: connectTo) : nil
+        let routes = routed ? ClientRoutes(base: ExchangeWatch.watching(configuration), proxies: proxy, pins: pins, overrides: connectTo) : nil
         self.init(configuration: configuration, routes: routes, timeout: timeout)
     }
 

@@ -75,6 +75,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     let knowsConfiguration: Bool
     /// WebSockets' TLS contexts, made on first use, by whether the route checks the address.
     let webSocketContexts = Locked<[Bool: NIOSSLContext]>([:])
+    /// Sees each exchange's connection: set for the clients Catena configured (see `ExchangeWatch`).
+    let watch: ExchangeWatch?
     /// Buffered calls between `startingLoop()` and `callEnded()`.
     private let buffersInFlight = Atomic<Int>(0)
 
@@ -97,12 +99,12 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     public static let decompressionRatioLimit = 200
 
     private static let sharedClient = HTTPClient(
-        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: defaultConfiguration)
+        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: ExchangeWatch.watching(defaultConfiguration))
 
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
     public convenience init(timeout: Duration = .seconds(60)) {
-        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, timeout: timeout)
+        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, watches: true, timeout: timeout)
     }
 
     /// A transport over your client. You shut the client down when you are done.
@@ -123,20 +125,33 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     convenience init(configuration: HTTPClient.Configuration, routes: ClientRoutes?, timeout: Duration) {
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: ExchangeWatch.watching(configuration))
         let decodes = if case .enabled = configuration.decompression { true } else { false }
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
         self.init(
             client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil,
-            tls: configuration.tlsConfiguration, knowsConfiguration: true, timeout: timeout)
+            tls: configuration.tlsConfiguration, knowsConfiguration: true, watches: true, timeout: timeout)
+    }
+
+    /// A transport over `client`, whose configuration went through `watching(_:)`, so
+    /// that its exchanges' connections are seen as with a client Catena made. For the
+    /// package's tests, whose suites share one client.
+    package convenience init(watchedClient client: HTTPClient, decodesCompression: Bool, timeout: Duration) {
+        self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watches: true, timeout: timeout)
+    }
+
+    /// `configuration` with the handler that sees each exchange's connection (see `ExchangeWatch`).
+    package static func watching(_ configuration: HTTPClient.Configuration) -> HTTPClient.Configuration {
+        ExchangeWatch.watching(configuration)
     }
 
     private init(
         client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false,
-        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, timeout: Duration
+        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, watches: Bool = false, timeout: Duration
     ) {
         self.tlsConfiguration = tls
         self.knowsConfiguration = knowsConfiguration
+        self.watch = watches ? ExchangeWatch.shared : nil
         self.client = client
         self.routes = routes
         self.hasOwnProxy = hasOwnProxy
@@ -269,10 +284,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     /// The request as AsyncHTTPClient takes it, its body opened afresh.
-    func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
+    func outgoing(_ request: APIRequest, mark: UInt64? = nil) async throws(CatenaError) -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: try targetURL(of: request))
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
-        outgoing.headers = try headers(for: request)
+        outgoing.headers = try headers(for: request, mark: mark)
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
         } else if let data = try await request.bodyData() {
@@ -290,7 +305,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     /// One exchange, no redirects followed.
     private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        let outgoing = try await outgoing(request)
+        var mark = watch?.begin()
+        defer { if let mark { watch?.drop(mark) } }
+        let outgoing = try await outgoing(request, mark: mark)
         let limit = request[option: MaximumResponseSize.self]
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let deadline = NIODeadline.now() + TimeAmount(timeout)
@@ -304,6 +321,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
             try checkHead(status: response.status, headers: response.headers, request: request)
             let headArrived = ContinuousClock.now
+            let seen = endExchange(&mark, started: started, request: request)
             request.report(.responseHead(status: Int(response.status.code), after: headArrived - started))
             let body = response.body
             let buffer: ByteBuffer
@@ -325,11 +343,21 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
                 headerFields: Self.fields(of: response.headers),
                 body: Data(buffer: buffer, byteTransferStrategy: .automatic),
                 request: request)
-            complete.timing = ResponseTiming(started: started, headArrived: headArrived, bodyEnded: .now)
+            complete.timing = ResponseTiming(started: started, headArrived: headArrived, bodyEnded: .now, seen: seen)
             return complete
         } catch {
             throw Self.map(error, request: request, timeout: timeout, limit: limit)
         }
+    }
+
+    /// Ends the exchange `mark` marked (once: `mark` is nil after), and reports the
+    /// connection it went over to the request's observers.
+    func endExchange(_ mark: inout UInt64?, started: ContinuousClock.Instant, request: APIRequest) -> (connection: ConnectionInfo, requestSent: Duration?)? {
+        guard let ended = mark, let watch else { return nil }
+        mark = nil
+        guard let seen = watch.end(ended, started: started) else { return nil }
+        request.report(.connection(seen.connection))
+        return seen
     }
 
     /// Reads the body (into memory, or to a file) before `deadline`.

@@ -18,16 +18,27 @@ final class NginxProcess: Sendable {
     static let isInstalled = LocalProcess.executable("nginx") != nil
     static let testsRun = isInstalled || ProcessInfo.processInfo.environment["CI"] != nil
 
-    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    /// Whether it serves HTTPS.
+    let tls: Bool
+    var baseURL: URL { URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(port)")! }
 
-    private init(port: Int, directory: URL, pid: Int32) {
+    private init(port: Int, directory: URL, pid: Int32, tls: Bool) {
         self.port = port
         self.directory = directory
         self.pid = pid
+        self.tls = tls
     }
 
-    /// nginx with `locations` (nginx configuration inside its `server` block) on a free port.
-    static func start(locations: String) async throws -> NginxProcess {
+    /// What nginx serves over TLS: its certificate and key, and whether ALPN offers HTTP/2.
+    struct TLS {
+        var certificatePEM: String
+        var privateKeyPEM: String
+        var http2: Bool
+    }
+
+    /// nginx with `locations` (nginx configuration inside its `server` block) on a free
+    /// port, over TLS when `tls` is given.
+    static func start(locations: String, tls: TLS? = nil) async throws -> NginxProcess {
         guard let program = LocalProcess.executable("nginx") else {
             throw LocalProcessError("nginx is not installed: apt-get install nginx-light (.ci/run does)")
         }
@@ -36,6 +47,17 @@ final class NginxProcess: Sendable {
             let directory = FileManager.default.temporaryDirectory.appending(path: "catena-nginx-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory.appending(path: "html"), withIntermediateDirectories: true)
             let root = directory.path
+            var listen = "listen 127.0.0.1:\(port);"
+            if let tls {
+                try tls.certificatePEM.write(to: directory.appending(path: "server.pem"), atomically: true, encoding: .utf8)
+                try tls.privateKeyPEM.write(to: directory.appending(path: "server.key"), atomically: true, encoding: .utf8)
+                // `http2` on the listen line: nginx 1.22 (Debian 12) knows no `http2 on;`.
+                listen = """
+                    listen 127.0.0.1:\(port) ssl\(tls.http2 ? " http2" : "");
+                            ssl_certificate \(root)/server.pem;
+                            ssl_certificate_key \(root)/server.key;
+                    """
+            }
             // One process, in the foreground, everything it writes in its own folder.
             let configuration = """
                 daemon off;
@@ -52,7 +74,7 @@ final class NginxProcess: Sendable {
                     uwsgi_temp_path \(root)/uwsgi;
                     scgi_temp_path \(root)/scgi;
                     server {
-                        listen 127.0.0.1:\(port);
+                        \(listen)
                         root \(root)/html;
                 \(locations)
                     }
@@ -61,7 +83,7 @@ final class NginxProcess: Sendable {
                 """
             try configuration.write(to: directory.appending(path: "nginx.conf"), atomically: true, encoding: .utf8)
             let pid = try LocalProcess.spawn(program, ["-p", root, "-c", directory.appending(path: "nginx.conf").path])
-            let server = NginxProcess(port: port, directory: directory, pid: pid)
+            let server = NginxProcess(port: port, directory: directory, pid: pid, tls: tls != nil)
             _ = await Timing.eventually(within: .seconds(10)) { !LocalProcess.isRunning(pid) || LocalProcess.accepts(port) }
             if LocalProcess.isRunning(pid) {
                 if LocalProcess.accepts(port) { return server }

@@ -69,7 +69,7 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
         switch self {
         case .asyncHTTPClient: AsyncHTTPClientTransport.forTests(timeout: timeout)
         case .urlSession: URLSessionTransport(timeout: timeout)
-        case .asyncHTTPClientHTTPS: AsyncHTTPClientTransport(client: TLSServers.client, decodesCompression: true, timeout: timeout)
+        case .asyncHTTPClientHTTPS: AsyncHTTPClientTransport(watchedClient: TLSServers.client, decodesCompression: true, timeout: timeout)
         }
     }
 
@@ -176,12 +176,13 @@ extension AsyncHTTPClientTransport {
         // once against the in-process server) kept new connections waiting past the 10 s
         // connection timeout, at stop 48's code too (2026-11-28): the suite's client waits longer.
         if Timing.isThreadSanitized { configuration.timeout.connect = .seconds(60) }
-        return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration)
+        // Watched as the clients Catena makes are: every suite's exchange goes past the handler.
+        return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.watching(configuration))
     }()
 
     /// A transport over the suite's client (see `testClient`).
     static func forTests(timeout: Duration = .seconds(60)) -> AsyncHTTPClientTransport {
-        AsyncHTTPClientTransport(client: testClient, decodesCompression: true, timeout: timeout)
+        AsyncHTTPClientTransport(watchedClient: testClient, decodesCompression: true, timeout: timeout)
     }
 }
 

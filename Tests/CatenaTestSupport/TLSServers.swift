@@ -64,7 +64,7 @@ enum TLSServers {
         // swiftlint:disable:next force_try
         tls.additionalTrustRoots = [.certificates([try! NIOSSLCertificate(bytes: Array(der), format: .der)])]
         configuration.tlsConfiguration = tls
-        return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: configuration)
+        return HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.watching(configuration))
     }()
 
     /// A chain to `server` through `transport`.

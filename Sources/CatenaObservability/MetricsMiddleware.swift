@@ -22,6 +22,9 @@ import Metrics
 /// | `catena.http.client.health` | counter | `event`: `paced`, `held` (a call waited for a quota or a `Retry-After`), `hold_started`, `budget_exhausted`, `circuit_open`, `circuit_half_open`, `circuit_closed`, `hedge_sent`, `hedge_won` |
 /// | `catena.http.client.request_body_bytes` | counter | none |
 /// | `catena.http.client.response_body_bytes` | counter | none |
+/// | `catena.http.client.connections` | counter | `reused` (`true`, `false`); one per exchange whose transport sees its connection |
+/// | `catena.http.client.connect.duration` | timer | none; a new connection's set-up (``ConnectionInfo/readyAfter``) |
+/// | `catena.http.client.time_to_first_byte` | timer | none; one per exchange, to its response head |
 ///
 /// A streamed call counts as in flight, and its duration runs, until its body ends.
 /// Every label keeps one set of dimension names, as Prometheus requires. The
@@ -111,6 +114,11 @@ private final class Instruments: Sendable {
     let requestBytes: Counter
     let responseBytes: Counter
     private let refreshes: [Bool: Counter]
+    /// `catena.http.client.connections`, by whether the exchange reused one.
+    private let connections: [Bool: Counter]
+    /// The phases of an exchange: a new connection's set-up, and the wait for the head.
+    private let connectDuration: Timer
+    private let timeToFirstByte: Timer
     private let cache: [CallEvent.CacheOutcome: Counter]
     /// `catena.http.client.health`, by event.
     private let health: [String: Counter]
@@ -139,6 +147,12 @@ private final class Instruments: Sendable {
             true: Counter(label: "catena.http.client.token_refreshes", dimensions: [("outcome", "succeeded")], factory: factory),
             false: Counter(label: "catena.http.client.token_refreshes", dimensions: [("outcome", "failed")], factory: factory),
         ]
+        connections = [
+            true: Counter(label: "catena.http.client.connections", dimensions: [("reused", "true")], factory: factory),
+            false: Counter(label: "catena.http.client.connections", dimensions: [("reused", "false")], factory: factory),
+        ]
+        connectDuration = Timer(label: "catena.http.client.connect.duration", factory: factory)
+        timeToFirstByte = Timer(label: "catena.http.client.time_to_first_byte", factory: factory)
         health = Dictionary(
             uniqueKeysWithValues: [
                 "paced", "held", "hold_started", "budget_exhausted", "circuit_open", "circuit_half_open", "circuit_closed", "hedge_sent",
@@ -163,7 +177,10 @@ private final class Instruments: Sendable {
                 case .tokenRefresh(let started, _, let succeeded): if started { refreshes[succeeded]?.increment() }
                 case .cache(let outcome): cache[outcome]?.increment()
                 case .bodySent(let bytes): requestBytes.increment(by: bytes)
-                case .responseHead: break
+                case .responseHead(_, let after): timeToFirstByte.record(duration: after)
+                case .connection(let connection):
+                    connections[connection.isReused]?.increment()
+                    if let ready = connection.readyAfter { connectDuration.record(duration: ready) }
                 case .rateLimitWait(_, let byRetryAfter): health[byRetryAfter ? "held" : "paced"]?.increment()
                 case .rateLimitHold: health["hold_started"]?.increment()
                 case .retryBudgetExhausted: health["budget_exhausted"]?.increment()

@@ -150,6 +150,27 @@ private struct SpanCall: Sendable {
                             }))
                 case .bodySent(let bytes):
                     span.attributes["http.request.body.size"] = bytes
+                case .connection(let connection):
+                    // OpenTelemetry's names (network.*, tls.*) where it has them; the last
+                    // exchange's connection is the span's.
+                    span.attributes["network.protocol.version"] = connection.httpVersion
+                    if let address = connection.remoteAddress { span.attributes["network.peer.address"] = address }
+                    if let port = connection.remotePort { span.attributes["network.peer.port"] = port }
+                    span.addEvent(
+                        SpanEvent(
+                            name: "catena.connection",
+                            attributes: .with { attributes in
+                                attributes["catena.connection.reused"] = connection.isReused
+                                if let ready = connection.readyAfter { attributes["catena.connection.ready_ms"] = ready.milliseconds }
+                                attributes["network.protocol.version"] = connection.httpVersion
+                                if let address = connection.remoteAddress { attributes["network.peer.address"] = address }
+                                if let port = connection.remotePort { attributes["network.peer.port"] = port }
+                                if let tls = connection.tlsVersion {
+                                    attributes["tls.protocol.name"] = "tls"
+                                    attributes["tls.protocol.version"] = tls.hasPrefix("TLSv") ? String(tls.dropFirst(4)) : tls
+                                }
+                                if let cipher = connection.tlsCipherSuite { attributes["tls.cipher"] = cipher }
+                            }))
                 case .rateLimitWait(let waited, let byRetryAfter):
                     span.addEvent(
                         SpanEvent(

@@ -28,6 +28,10 @@ public struct HAR: Codable, Sendable, Equatable {
         public var response: Response
         public var cache: Cache
         public var timings: Timings
+        /// The address the exchange's connection reached, where the transport saw it.
+        public var serverIPAddress: String? = nil
+        /// The connection's identity: its local port, which its exchanges share.
+        public var connection: String? = nil
         /// Catena's error code when the exchange failed without a response (HAR's
         /// custom fields start with an underscore).
         public var _error: String?
@@ -205,6 +209,8 @@ extension HAR.Entry {
         response = try c.decode(HAR.Response.self, forKey: .response)
         cache = HAR.Cache()
         timings = try c.value(.timings, or: HAR.Timings(blocked: -1, dns: -1, connect: -1, ssl: -1, send: -1, wait: -1, receive: -1))
+        serverIPAddress = try c.decodeIfPresent(String.self, forKey: .serverIPAddress)
+        connection = try c.decodeIfPresent(String.self, forKey: .connection)
         _error = try c.decodeIfPresent(String.self, forKey: ._error)
         _resourceType = try c.decodeIfPresent(String.self, forKey: ._resourceType)
         _webSocketMessages = try c.decodeIfPresent([HAR.WebSocketMessage].self, forKey: ._webSocketMessages)

@@ -171,13 +171,17 @@ public final class HARRecorder: HTTPMiddleware {
             bodySize: body?.count ?? -1)
 
         let timing = response?.timing
-        let wait = timing.map { Self.milliseconds($0.timeToFirstByte) } ?? Self.milliseconds(elapsed)
+        let firstByte = timing.map { Self.milliseconds($0.timeToFirstByte) } ?? Self.milliseconds(elapsed)
         let receive = timing?.bodyDuration.map(Self.milliseconds) ?? 0
         var entry = HAR.Entry(
             startedDateTime: Date.ISO8601FormatStyle(includingFractionalSeconds: true).format(started),
-            time: wait + receive, request: harRequest, response: harResponse, cache: HAR.Cache(),
-            timings: HAR.Timings(blocked: -1, dns: -1, connect: -1, ssl: -1, send: 0, wait: wait, receive: receive),
-            _error: error?.rawValue)
+            time: firstByte + receive, request: harRequest, response: harResponse, cache: HAR.Cache(),
+            timings: Self.timings(timing, firstByte: firstByte, receive: receive), _error: error?.rawValue)
+        if let connection = timing?.connection {
+            entry.serverIPAddress = connection.remoteAddress
+            entry.connection = connection.localPort.map(String.init)
+            entry.response.httpVersion = connection.httpVersion == "2" ? "HTTP/2.0" : "HTTP/\(connection.httpVersion)"
+        }
         if request.isWebSocketUpgrade { entry._resourceType = "websocket" }
         entries.withLock { entries in
             if entries.kept.count < maximumEntries {
@@ -187,6 +191,20 @@ public final class HARRecorder: HTTPMiddleware {
                 entries.dropped += 1
             }
         }
+    }
+
+    /// HAR's phases of an exchange: the connection's set-up (DNS, TCP and TLS together,
+    /// as AsyncHTTPClient shows them; `dns` and `ssl` stay -1), sending, waiting and
+    /// receiving, which add up to `firstByte + receive`. Without a connection seen, all
+    /// of the time to the head is `wait`.
+    private static func timings(_ timing: ResponseTiming?, firstByte: Double, receive: Double) -> HAR.Timings {
+        guard let timing, let connection = timing.connection, let sent = timing.requestSent.map(milliseconds) else {
+            return HAR.Timings(blocked: -1, dns: -1, connect: -1, ssl: -1, send: 0, wait: firstByte, receive: receive)
+        }
+        let connect = connection.readyAfter.map(milliseconds)
+        // Each phase from where the one before it ended, none below 0 (clocks read on two threads).
+        let send = max(0, sent - (connect ?? 0))
+        return HAR.Timings(blocked: -1, dns: -1, connect: connect ?? -1, ssl: -1, send: send, wait: max(0, firstByte - (connect ?? 0) - send), receive: receive)
     }
 
     /// A scrubbed body as a HAR content's text, encoding and comment.

@@ -97,6 +97,18 @@ struct TracingTests {
         #expect(try #require(span.int("catena.time_to_first_byte_ms")) >= 0)
         #expect(try #require(span.int("catena.body_duration_ms")) >= 0)
         #expect(span.events.filter { $0.name == "http.response.head" }.count == 1)
+        // The connection, where the transport sees it (AsyncHTTPClient), in OpenTelemetry's names.
+        let connections = span.events.filter { $0.name == "catena.connection" }
+        if kind == .urlSession {
+            #expect(connections.isEmpty && span.string("network.peer.address") == nil)
+        } else {
+            let connection = try #require(connections.only)
+            #expect(span.string("network.peer.address") == "127.0.0.1")
+            #expect(span.int("network.peer.port") == span.int("server.port"))
+            #expect(span.string("network.protocol.version") == (kind == .asyncHTTPClientHTTPS ? "2" : "1.1"))
+            #expect(connection.bool("catena.connection.reused") != nil)
+            #expect(connection.string("tls.protocol.version") == (kind == .asyncHTTPClientHTTPS ? "1.3" : nil))
+        }
         // The server received this span's context: it is the parent of the server's work.
         #expect(echo.header(InMemoryTracer.traceIDKey) == span.spanContext.traceID)
         #expect(echo.header(InMemoryTracer.spanIDKey) == span.spanContext.spanID)
@@ -273,6 +285,16 @@ struct MetricsTests {
         let active = try metrics.expectMeter("http.client.active_requests")
         #expect(active.lastValue == 0)
         #expect(active.values.max() == 1)
+        // The exchanges' phases: the flaky call's three, the first cached call, the 404 and the POST.
+        #expect(try metrics.expectTimer("catena.http.client.time_to_first_byte").values.count == 6)
+        if kind == .asyncHTTPClient {
+            let opened = (try? metrics.expectCounter("catena.http.client.connections", [("reused", "false")]).totalValue) ?? 0
+            let reused = (try? metrics.expectCounter("catena.http.client.connections", [("reused", "true")]).totalValue) ?? 0
+            #expect(opened + reused == 6)
+            #expect(Int64((try? metrics.expectTimer("catena.http.client.connect.duration").values.count) ?? 0) <= opened)
+        } else {
+            #expect((try? metrics.expectCounter("catena.http.client.connections", [("reused", "false")]).totalValue) ?? 0 == 0)
+        }
     }
 
     @Test("token refreshes count refreshes, not the calls that waited for one")

@@ -99,6 +99,31 @@ struct HARTests {
         #expect(replay.receivedRequests.count == 5)
     }
 
+    @Test("AsyncHTTPClient's exchanges carry their connection: the address, one connection kept alive, its set-up as HAR's connect")
+    func connectionTimings() async throws {
+        let server = try await DemoServer.start()
+        defer { Task { await server.stop() } }
+        let recorder = HARRecorder()
+        let chain = recorder --> TransportKind.asyncHTTPClient.make()
+        for _ in 0..<2 { _ = try await chain.load(APIRequest(.get, url: server.baseURL.appending(path: "api/echo"))) }
+        let entries = recorder.har.log.entries
+        try #require(entries.count == 2)
+        let (first, second) = (entries[0], entries[1])
+        #expect(first.serverIPAddress == "127.0.0.1" && second.serverIPAddress == "127.0.0.1")
+        #expect(first.connection != nil && first.connection == second.connection, "one connection, kept alive")
+        #expect(first.response.httpVersion == "HTTP/1.1")
+        #expect(first.timings.connect >= 0 && second.timings.connect == -1, "a new server's first call opens the connection")
+        #expect(first.timings.dns == -1 && first.timings.ssl == -1, "inside connect: AsyncHTTPClient does not tell them apart")
+        for entry in entries {
+            let phases = max(0, entry.timings.connect) + entry.timings.send + entry.timings.wait + entry.timings.receive
+            #expect(abs(phases - entry.time) < 0.01, "HAR's phases add up to the entry's time: \(entry.timings) vs \(entry.time)")
+        }
+        // Written and read back, the fields survive.
+        let decoded = try JSONDecoder().decode(HAR.self, from: try JSONEncoder().encode(recorder.har))
+        #expect(decoded.log.entries.map(\.serverIPAddress) == entries.map(\.serverIPAddress))
+        #expect(decoded.log.entries.map(\.connection) == entries.map(\.connection))
+    }
+
     @Test("bounded: past maximumEntries exchanges are counted, not kept; a body over the limit is left out")
     func bounded() async throws {
         let recorder = HARRecorder(maximumEntries: 2, maximumBodyBytes: 10)

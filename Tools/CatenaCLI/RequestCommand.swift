@@ -282,6 +282,9 @@ struct RequestCall: ParsableArguments {
     private func send(method: String, url: String, recorder: HARRecorder?) async throws -> ExitStatus {
         // First: a wrong format fails before anything is read or sent.
         let writeOut = try writeOutFormat()
+        if transport == .urlsession, let writeOut, writeOut.needsConnection {
+            throw CommandFailure("-w: the connection's variables need --transport ahc: URLSession does not report its connections to Catena")
+        }
         var request = try makeRequest(method: method, url: url)
         // Checked before anything is sent: a call is not made only to be thrown away.
         if let har { try checkArchive(har) }
@@ -315,6 +318,14 @@ struct RequestCall: ParsableArguments {
         let report = trace ? TraceReport() : nil
         if let report { chain = report.instrument(chain) }
 
+        // num_connects: the new connections of every exchange, redirects and retries included.
+        let connects = Locked(0)
+        if writeOut?.needsConnection == true {
+            request.observe(
+                CallObserver { event in
+                    if case .connection(let connection) = event, !connection.isReused { connects.withLock { $0 += 1 } }
+                })
+        }
         let clock = ContinuousClock()
         let started = clock.now
         let result: Result<APIResponse, CatenaError>
@@ -376,6 +387,12 @@ struct RequestCall: ParsableArguments {
             values.status = response.status.code
             // The head arrived the body's duration before the call ended.
             values.timeToFirstByte = response.timing.map { max(.zero, total - ($0.bodyDuration ?? .zero)) }
+            if let timing = response.timing {
+                // The last exchange began its time to first byte before the head arrived.
+                values.exchangeStarted = max(.zero, total - (timing.bodyDuration ?? .zero) - timing.timeToFirstByte)
+                values.connection = timing.connection
+            }
+            values.connects = connects.withLock { $0 }
             let wentToFile = request[option: DownloadDestination.self] != nil && (200..<300).contains(response.status.code)
             values.bodyBytes = wentToFile ? Int(downloaded.withLock { $0 }) : response.body.count
             values.url = redaction.redact(urlString: (try? response.request.url().absoluteString) ?? url)

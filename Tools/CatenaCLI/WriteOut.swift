@@ -1,3 +1,4 @@
+import Catena
 import Foundation
 
 /// curl's `-w`/`--write-out`: text with `%{variable}`s, printed after the body. Read
@@ -8,15 +9,31 @@ struct WriteOut {
         case httpCode = "http_code", responseCode = "response_code", timeTotal = "time_total"
         case timeStartTransfer = "time_starttransfer", sizeDownload = "size_download", urlEffective = "url_effective"
         case contentType = "content_type", method, exitCode = "exitcode", errorMessage = "errormsg"
+        case timeConnect = "time_connect", timeAppConnect = "time_appconnect", timePreTransfer = "time_pretransfer"
+        case remoteIP = "remote_ip", remotePort = "remote_port", localPort = "local_port", httpVersion = "http_version"
+        case numConnects = "num_connects"
         case json
+
+        /// Whether the transport must see the connection to know it (AsyncHTTPClient does).
+        var isConnection: Bool {
+            switch self {
+            case .timeConnect, .timeAppConnect, .timePreTransfer, .remoteIP, .remotePort, .localPort, .httpVersion, .numConnects: true
+            default: false
+            }
+        }
     }
 
     /// curl's variables that Catena does not measure yet: refused by name, not printed as 0.
+    /// (DNS is part of AsyncHTTPClient's connection set-up, not apart.)
     static let notMeasured: Set<String> = [
-        "time_namelookup", "time_connect", "time_appconnect", "time_pretransfer", "time_redirect", "remote_ip", "remote_port",
-        "local_ip", "local_port", "http_version", "num_connects", "ssl_verify_result", "scheme", "size_upload", "size_header",
-        "size_request", "speed_download", "speed_upload", "num_redirects",
+        "time_namelookup", "time_redirect", "local_ip", "ssl_verify_result", "scheme", "size_upload", "size_header", "size_request",
+        "speed_download", "speed_upload", "num_redirects",
     ]
+
+    /// Whether the format names a variable only a transport that sees connections fills.
+    var needsConnection: Bool {
+        pieces.contains { if case .variable(let variable) = $0 { variable.isConnection } else { false } }
+    }
 
     enum Piece: Equatable {
         case text(String)
@@ -78,6 +95,12 @@ struct WriteOut {
         var method: String
         var exitCode: Int32
         var error: String?
+        /// The last exchange's connection, and when that exchange began (from the call's start).
+        var connection: ConnectionInfo?
+        var exchangeStarted: Duration = .zero
+        var requestSent: Duration?
+        /// New connections the call opened, over its redirects and retries.
+        var connects = 0
     }
 
     /// Writes the format, filled in, to standard output (escaped on a terminal).
@@ -116,13 +139,28 @@ struct WriteOut {
         case .method: return values.method
         case .exitCode: return String(values.exitCode)
         case .errorMessage: return values.error ?? ""
+        // AsyncHTTPClient hands over a connection only once TCP and TLS are both done:
+        // both times are its set-up's end (TheCommand documents it). 0 on a reused one, as curl.
+        case .timeConnect, .timeAppConnect:
+            guard let ready = values.connection?.readyAfter else { return seconds(nil) }
+            if variable == .timeAppConnect, values.connection?.tlsVersion == nil { return seconds(nil) }
+            return seconds(values.exchangeStarted + ready)
+        case .timePreTransfer:
+            guard let connection = values.connection else { return seconds(nil) }
+            return seconds(values.exchangeStarted + (connection.readyAfter ?? .zero))
+        case .remoteIP: return values.connection?.remoteAddress ?? ""
+        case .remotePort: return values.connection?.remotePort.map(String.init) ?? "0"
+        case .localPort: return values.connection?.localPort.map(String.init) ?? "0"
+        case .httpVersion: return values.connection?.httpVersion ?? "0"
+        case .numConnects: return String(values.connects)
         case .json:
             var object: [String: Any] = [:]
             for other in Variable.allCases where other != .json {
                 let text = value(of: other, in: values, forTerminal: false)
                 switch other {
-                case .httpCode, .responseCode, .sizeDownload, .exitCode: object[other.rawValue] = Int(text) ?? 0
-                case .timeTotal, .timeStartTransfer: object[other.rawValue] = Double(text) ?? 0
+                case .httpCode, .responseCode, .sizeDownload, .exitCode, .remotePort, .localPort, .numConnects:
+                    object[other.rawValue] = Int(text) ?? 0
+                case .timeTotal, .timeStartTransfer, .timeConnect, .timeAppConnect, .timePreTransfer: object[other.rawValue] = Double(text) ?? 0
                 // Escaped for a terminal first: JSON escapes C0 controls, not C1 or bidi overrides.
                 default: object[other.rawValue] = forTerminal ? TerminalText.escaped(text) : text
                 }

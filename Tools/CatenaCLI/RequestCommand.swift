@@ -320,7 +320,7 @@ struct RequestCall: ParsableArguments {
 
         // num_connects: the new connections of every exchange, redirects and retries included.
         let connects = Locked(0)
-        if writeOut?.needsConnection == true {
+        if writeOut != nil {
             request.observe(
                 CallObserver { event in
                     if case .connection(let connection) = event, !connection.isReused { connects.withLock { $0 += 1 } }
@@ -345,6 +345,8 @@ struct RequestCall: ParsableArguments {
         if let report { report.print(to: .standardError) }
         var values = WriteOut.Values(
             total: total, bodyBytes: 0, url: redaction.redact(urlString: (try? request.url().absoluteString) ?? url), method: method, exitCode: 0)
+        values.seesConnections = transport != .urlsession
+        values.connects = connects.withLock { $0 }
         if case .failure(let error) = result, let writeOut {
             values.exitCode = ExitStatus.of(error).rawValue
             values.error = error.description.replacingOccurrences(of: "\n", with: " ")

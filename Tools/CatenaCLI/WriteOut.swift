@@ -98,9 +98,10 @@ struct WriteOut {
         /// The last exchange's connection, and when that exchange began (from the call's start).
         var connection: ConnectionInfo?
         var exchangeStarted: Duration = .zero
-        var requestSent: Duration?
         /// New connections the call opened, over its redirects and retries.
         var connects = 0
+        /// Whether the transport reports connections: without, `%{json}` leaves their keys out.
+        var seesConnections = true
     }
 
     /// Writes the format, filled in, to standard output (escaped on a terminal).
@@ -155,7 +156,7 @@ struct WriteOut {
         case .numConnects: return String(values.connects)
         case .json:
             var object: [String: Any] = [:]
-            for other in Variable.allCases where other != .json {
+            for other in Variable.allCases where other != .json && (values.seesConnections || !other.isConnection) {
                 let text = value(of: other, in: values, forTerminal: false)
                 switch other {
                 case .httpCode, .responseCode, .sizeDownload, .exitCode, .remotePort, .localPort, .numConnects:

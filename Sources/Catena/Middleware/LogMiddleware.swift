@@ -63,11 +63,12 @@ public struct LogMiddleware: HTTPMiddleware {
         do {
             let response = try await next.load(request)
             let elapsed = ContinuousClock.now - start
-            if let connection = response.timing?.connection { logger.log(level: level, "\(Self.describe(connection))") }
+            var metadata = headers(response.headerFields, redaction, problem: response.status.code >= 400 ? response.problem : nil, of: response.request)
+            if let connection = response.timing?.connection { metadata["connection"] = "\(Self.describe(connection))" }
             logger.log(
                 level: level,
                 "← \(response.status.code) \(response.status.reasonPhrase) \(target) (\(response.body.count) bytes, \(elapsed.formattedMilliseconds))",
-                metadata: headers(response.headerFields, redaction, problem: response.status.code >= 400 ? response.problem : nil, of: response.request))
+                metadata: metadata)
             return response
         } catch {
             let elapsed = ContinuousClock.now - start
@@ -101,17 +102,17 @@ public struct LogMiddleware: HTTPMiddleware {
         return metadata
     }
 
-    /// The exchange's connection as curl's `-v` tells it: new (and how long it took to be
-    /// ready) or reused, where to, the HTTP and TLS versions.
+    /// The exchange's connection, as the `connection` metadata of the response's line:
+    /// new (and how long it took to be ready) or reused, where to, the HTTP and TLS versions.
     static func describe(_ connection: ConnectionInfo) -> String {
-        var text = connection.isReused ? "* re-using the connection to " : "* connected to "
+        var text = connection.isReused ? "reused " : "new "
         if let address = connection.remoteAddress {
             text += address.contains(":") ? "[\(address)]" : address
-            text += connection.remotePort.map { " port \($0)" } ?? ""
+            text += connection.remotePort.map { ":\($0)" } ?? ""
         } else {
-            text += "the Unix socket"
+            text += "(no address)"
         }
-        if let ready = connection.readyAfter { text += " (ready after \(ready.formattedMilliseconds))" }
+        if let ready = connection.readyAfter { text += ", ready after \(ready.formattedMilliseconds)" }
         text += ", HTTP/\(connection.httpVersion)"
         if let tls = connection.tlsVersion { text += ", \(tls)" }
         if let cipher = connection.tlsCipherSuite { text += " \(cipher)" }
@@ -143,11 +144,12 @@ extension LogMiddleware {
             logger.log(level: level.oneHigher, "✗ \(target): \(Self.summary(error)) (\((ContinuousClock.now - start).formattedMilliseconds))")
             throw error
         }
-        if let connection = streamed.timing?.connection { logger.log(level: level, "\(Self.describe(connection))") }
+        var metadata = headers(streamed.headerFields, redaction)
+        if let connection = streamed.timing?.connection { metadata["connection"] = "\(Self.describe(connection))" }
         logger.log(
             level: level,
             "← \(streamed.status.code) \(streamed.status.reasonPhrase) \(target) (head after \((ContinuousClock.now - start).formattedMilliseconds))",
-            metadata: headers(streamed.headerFields, redaction))
+            metadata: metadata)
         let logger = logger, level = level
         streamed.body.whenEnded { bytes, error in
             let elapsed = (ContinuousClock.now - start).formattedMilliseconds

@@ -72,6 +72,8 @@ func connectionViewBenchmark(base: URL, settings: Settings) async throws {
                 variant("transport, connection not seen", unseen, request),
                 variant("Catena transport, connection seen, unobserved", seen, request),
                 variant("Catena transport, connection seen, counting observer", seen, observed),
+                // The first variant again: the noise between two runs of the same thing.
+                variant("transport, connection not seen (again, as a control)", unseen, request),
             ]
         ], settings: settings)
     print("connection events counted: \(counted.withLock { $0 })")

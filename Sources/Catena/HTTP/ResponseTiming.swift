@@ -16,11 +16,36 @@ public struct ResponseTiming: Sendable, Hashable {
     public var bodyDuration: Duration?
     /// From handing the request to the HTTP client to its last byte (the head's, or
     /// the body's) being written to the connection; nil where the transport does not see it.
-    public var requestSent: Duration?
+    public var requestSent: Duration? {
+        get { path?.requestSent }
+        set { path = Path(connection: connection, requestSent: newValue) }
+    }
     /// The connection the exchange went over; nil where the transport does not see it.
-    public var connection: ConnectionInfo?
+    public var connection: ConnectionInfo? {
+        get { path?.connection }
+        set { path = Path(connection: newValue, requestSent: requestSent) }
+    }
     /// When the head arrived, for the body's duration measured later.
     let headArrived: ContinuousClock.Instant
+    /// The connection and the send, boxed: every response carries its timing through the
+    /// chain's async frames, which must stay small (Architecture: "Async frames stay small").
+    private var path: Path?
+
+    private final class Path: Sendable, Hashable {
+        let connection: ConnectionInfo?
+        let requestSent: Duration?
+
+        init(connection: ConnectionInfo?, requestSent: Duration?) {
+            self.connection = connection
+            self.requestSent = requestSent
+        }
+
+        static func == (lhs: Path, rhs: Path) -> Bool { lhs.connection == rhs.connection && lhs.requestSent == rhs.requestSent }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(connection)
+            hasher.combine(requestSent)
+        }
+    }
 
     /// The timing of an exchange that started at `started`, whose head arrived at
     /// `headArrived` and whose body, if it has, ended at `bodyEnded`.
@@ -31,8 +56,7 @@ public struct ResponseTiming: Sendable, Hashable {
         self.timeToFirstByte = headArrived - started
         self.headArrived = headArrived
         self.bodyDuration = bodyEnded.map { $0 - headArrived }
-        self.connection = seen?.connection
-        self.requestSent = seen?.requestSent
+        self.path = seen.map { Path(connection: $0.connection, requestSent: $0.requestSent) }
     }
 
     /// This timing, with the body ending at `bodyEnded`.

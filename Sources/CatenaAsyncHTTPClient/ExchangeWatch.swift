@@ -57,12 +57,14 @@ final class ExchangeWatch: Sendable {
     /// Ends the exchange: its connection, and when its request was sent, measured from `started`.
     func end(_ mark: UInt64, started: ContinuousClock.Instant) -> (connection: ConnectionInfo, requestSent: Duration?)? {
         guard let seen = exchanges.withLock({ $0.removeValue(forKey: mark) }) ?? nil else { return nil }
-        // An exchange that began before its connection was ready waited for it: new to it
-        // (also an HTTP/2 stream queued behind the handshake). One ready before it began
-        // is reused unless this is its first exchange (made for a call that left).
+        // New to this exchange: its connection's first, or an HTTP/2 stream that began
+        // before the connection was ready (it waited for the handshake with the first). An
+        // HTTP/1.1 connection made while this exchange waited, but first used by another,
+        // is reused: the wait was the pool's.
         let waited = seen.readyAt >= started
+        let isNew = seen.isFirst || (seen.httpVersion == "2" && waited)
         let connection = ConnectionInfo(
-            isReused: !waited && !seen.isFirst, readyAfter: waited ? seen.readyAt - started : nil, remoteAddress: seen.remoteAddress,
+            isReused: !isNew, readyAfter: isNew && waited ? seen.readyAt - started : nil, remoteAddress: seen.remoteAddress,
             remotePort: seen.remotePort, localPort: seen.localPort, httpVersion: seen.httpVersion, tlsVersion: seen.tlsVersion)
         return (connection, seen.requestSent.map { $0 - started })
     }

@@ -180,7 +180,9 @@ public final class HARRecorder: HTTPMiddleware {
         if let connection = timing?.connection {
             entry.serverIPAddress = connection.remoteAddress
             entry.connection = connection.localPort.map(String.init)
-            entry.response.httpVersion = connection.httpVersion == "2" ? "HTTP/2.0" : "HTTP/\(connection.httpVersion)"
+            let version = connection.httpVersion == "2" ? "HTTP/2.0" : "HTTP/\(connection.httpVersion)"
+            entry.request.httpVersion = version
+            entry.response.httpVersion = version
         }
         if request.isWebSocketUpgrade { entry._resourceType = "websocket" }
         entries.withLock { entries in

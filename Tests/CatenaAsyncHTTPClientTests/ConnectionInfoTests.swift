@@ -208,9 +208,31 @@ struct ConnectionInfoTests {
         let queued = watch.begin()
         watch.publish(queued, ExchangeWatch.Seen(isFirst: false, readyAt: started + .milliseconds(7), httpVersion: "2"))
         #expect(watch.end(queued, started: started)?.connection == ConnectionInfo(isReused: false, readyAfter: .milliseconds(7), httpVersion: "2"))
+        // An HTTP/1.1 connection made while this exchange waited, but first used by another: reused.
+        let pooled = watch.begin()
+        watch.publish(pooled, ExchangeWatch.Seen(isFirst: false, readyAt: started + .milliseconds(7), httpVersion: "1.1"))
+        #expect(watch.end(pooled, started: started)?.connection == ConnectionInfo(isReused: true, httpVersion: "1.1"))
         let d = watch.begin()
         watch.drop(d)
         #expect(watch.pending == 0)
+    }
+
+    @Test("two calls waiting for one HTTP/1.1 connection: the first opens it, the second reuses it")
+    func oneConnectionTwoCalls() async throws {
+        let server = try await DemoServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = AsyncHTTPClientTransport.defaultConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 1
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        defer { Task { try? await transport.shutdown() } }
+        let url = server.baseURL.appending(path: "api/echo")
+        async let first = transport.load(APIRequest(.get, url: url))
+        async let second = transport.load(APIRequest(.get, url: url))
+        let connections = try await [first, second].compactMap { $0.timing?.connection }
+        #expect(connections.count == 2)
+        #expect(connections.filter(\.isReused).count == 1, "\(connections)")
+        #expect(connections.filter { $0.readyAfter != nil }.count == 1, "only the opener waited for the set-up: \(connections)")
+        #expect(Set(connections.map(\.localPort)).count == 1, "one connection")
     }
 
     @Test("no exchange stays registered: answered, failed, timed out, cancelled, on every path of the transport")
@@ -244,10 +266,10 @@ struct ConnectionInfoTests {
         late[option: RequestTimeout.self] = .milliseconds(200)
         await #expect(throws: CatenaError.self) { try await transport.load(late) }
         await #expect(throws: CatenaError.self) { try await transport.stream(late) }
+        let held = try #require(drip.url)
         for streaming in [false, true] {
             let call = Task {
-                streaming
-                    ? try await transport.stream(APIRequest(.get, url: drip.url!)).status : try await transport.load(APIRequest(.get, url: drip.url!)).status
+                streaming ? try await transport.stream(APIRequest(.get, url: held)).status : try await transport.load(APIRequest(.get, url: held)).status
             }
             try await Task.sleep(for: .milliseconds(100))
             call.cancel()

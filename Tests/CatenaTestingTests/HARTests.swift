@@ -111,7 +111,7 @@ struct HARTests {
         let (first, second) = (entries[0], entries[1])
         #expect(first.serverIPAddress == "127.0.0.1" && second.serverIPAddress == "127.0.0.1")
         #expect(first.connection != nil && first.connection == second.connection, "one connection, kept alive")
-        #expect(first.response.httpVersion == "HTTP/1.1")
+        #expect(first.response.httpVersion == "HTTP/1.1" && first.request.httpVersion == "HTTP/1.1")
         #expect(first.timings.connect >= 0 && second.timings.connect == -1, "a new server's first call opens the connection")
         #expect(first.timings.dns == -1 && first.timings.ssl == -1, "inside connect: AsyncHTTPClient does not tell them apart")
         for entry in entries {

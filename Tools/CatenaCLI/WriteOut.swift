@@ -141,11 +141,12 @@ struct WriteOut {
         case .exitCode: return String(values.exitCode)
         case .errorMessage: return values.error ?? ""
         // AsyncHTTPClient hands over a connection only once TCP and TLS are both done:
-        // both times are its set-up's end (TheCommand documents it). 0 on a reused one, as curl.
+        // both times are its set-up's end (TheCommand documents it). On a reused one, the
+        // moment the exchange began, as curl prints about the moment of reuse.
         case .timeConnect, .timeAppConnect:
-            guard let ready = values.connection?.readyAfter else { return seconds(nil) }
-            if variable == .timeAppConnect, values.connection?.tlsVersion == nil { return seconds(nil) }
-            return seconds(values.exchangeStarted + ready)
+            guard let connection = values.connection else { return seconds(nil) }
+            if variable == .timeAppConnect, connection.tlsVersion == nil { return seconds(nil) }
+            return seconds(values.exchangeStarted + (connection.readyAfter ?? .zero))
         case .timePreTransfer:
             guard let connection = values.connection else { return seconds(nil) }
             return seconds(values.exchangeStarted + (connection.readyAfter ?? .zero))

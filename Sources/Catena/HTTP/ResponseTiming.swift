@@ -14,16 +14,17 @@ public struct ResponseTiming: Sendable, Hashable {
     /// From the head to the body's last byte; nil while a streamed body is still
     /// arriving (``StreamedResponse/collect()`` fills it in).
     public var bodyDuration: Duration?
-    /// From handing the request to the HTTP client to its last byte (the head's, or
-    /// the body's) being written to the connection; nil where the transport does not see it.
+    /// From handing the request to the HTTP client to its last part (the head, or the
+    /// body's end) being passed to the connection's encoder, before TLS and the socket;
+    /// nil where the transport does not see it.
     public var requestSent: Duration? {
         get { path?.requestSent }
-        set { path = Path(connection: connection, requestSent: newValue) }
+        set { path = Path.of(connection: connection, requestSent: newValue) }
     }
     /// The connection the exchange went over; nil where the transport does not see it.
     public var connection: ConnectionInfo? {
         get { path?.connection }
-        set { path = Path(connection: newValue, requestSent: requestSent) }
+        set { path = Path.of(connection: newValue, requestSent: requestSent) }
     }
     /// When the head arrived, for the body's duration measured later.
     let headArrived: ContinuousClock.Instant
@@ -38,6 +39,11 @@ public struct ResponseTiming: Sendable, Hashable {
         init(connection: ConnectionInfo?, requestSent: Duration?) {
             self.connection = connection
             self.requestSent = requestSent
+        }
+
+        /// Nil for neither, so a timing equals itself whichever way its fields were set.
+        static func of(connection: ConnectionInfo?, requestSent: Duration?) -> Path? {
+            connection == nil && requestSent == nil ? nil : Path(connection: connection, requestSent: requestSent)
         }
 
         static func == (lhs: Path, rhs: Path) -> Bool { lhs.connection == rhs.connection && lhs.requestSent == rhs.requestSent }
@@ -56,7 +62,7 @@ public struct ResponseTiming: Sendable, Hashable {
         self.timeToFirstByte = headArrived - started
         self.headArrived = headArrived
         self.bodyDuration = bodyEnded.map { $0 - headArrived }
-        self.path = seen.map { Path(connection: $0.connection, requestSent: $0.requestSent) }
+        self.path = seen.flatMap { Path.of(connection: $0.connection, requestSent: $0.requestSent) }
     }
 
     /// This timing, with the body ending at `bodyEnded`.

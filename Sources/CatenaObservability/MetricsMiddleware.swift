@@ -23,7 +23,7 @@ import Metrics
 /// | `catena.http.client.request_body_bytes` | counter | none |
 /// | `catena.http.client.response_body_bytes` | counter | none |
 /// | `catena.http.client.connections` | counter | `reused` (`true`, `false`); one per exchange whose transport sees its connection |
-/// | `catena.http.client.connect.duration` | timer | none; a new connection's set-up (``ConnectionInfo/readyAfter``) |
+/// | `catena.http.client.connect.duration` | timer | none; a new connection's set-up (`ConnectionInfo.readyAfter`) |
 /// | `catena.http.client.time_to_first_byte` | timer | none; one per exchange, to its response head |
 ///
 /// A streamed call counts as in flight, and its duration runs, until its body ends.

@@ -1,7 +1,7 @@
 /// How long the exchange that produced a response took, as the transport measured it.
 ///
 /// Both transports measure the wait for the head and the body from their own
-/// callbacks. ``AsyncHTTPClientTransport`` also sees the connection an exchange went
+/// callbacks. `AsyncHTTPClientTransport` also sees the connection an exchange went
 /// over: ``connection`` and ``requestSent``. It cannot tell DNS, TCP and TLS apart
 /// (AsyncHTTPClient hands over a connection only once it is ready), so
 /// ``ConnectionInfo/readyAfter`` is the three together. URLSession on Linux reports

@@ -96,8 +96,10 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
-    /// The exchange's mark for the connection watch; ended by `answer()` or `deinit`.
-    private var mark: UInt64?
+    /// The exchange's mark for the connection watch, ended by `answer()`, which the call
+    /// makes exactly once. A `let`: a `deinit` that read a mark the caller's thread wrote
+    /// could run on the loop, a race ThreadSanitizer reports under load.
+    private let mark: UInt64?
 
     /// A delegate for one exchange of `request` through `transport`'s client, the
     /// request built (`cancelled` when the calling task is).
@@ -148,10 +150,6 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         }
     }
 
-    deinit {
-        if let mark { transport.watch?.drop(mark) }
-    }
-
     /// Cancels the exchange, or keeps it from starting. From any thread.
     func cancel() {
         loop.execute { [self] in
@@ -175,6 +173,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// caller's task, not the event loop: an observer that takes its time must not hold
     /// up every connection on that loop.
     private func response(_ gathered: Response) -> APIResponse {
+        var mark = self.mark
         let seen = transport.endExchange(&mark, started: started, request: request)
         request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
         var response = APIResponse(
@@ -190,7 +189,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// garbled connection may be someone else's leftover: the caller may send an
     /// idempotent request again.
     private func failure(_ error: any Error) -> CatenaError {
-        if let mark = mark.take() { transport.watch?.drop(mark) }
+        if let mark { transport.watch?.drop(mark) }
         let preHead = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error)
         let failure: any Error = preHead ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
         return AsyncHTTPClientTransport.map(failure, request: request, timeout: timeout, limit: limit)

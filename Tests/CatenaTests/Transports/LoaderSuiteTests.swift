@@ -50,9 +50,10 @@ struct ThrottleTests {
 
         let bypassKey = uniqueKey()
         try await withThrowingTaskGroup(of: Void.self) { group in
+            // Held long enough (stretched) that four of six overlap on a loaded machine.
             for _ in 0..<6 {
                 group.addTask {
-                    var request = try holdRequest(bypassKey, hold: 0.3)
+                    var request = try holdRequest(bypassKey, hold: Timing.stretch(0.6))
                     request[option: BypassThrottle.self] = true
                     _ = try await chain.load(request)
                 }

@@ -11,16 +11,20 @@ extension APIRequest {
     /// A fingerprint, never the secret: a keyed hash (`Hasher`, seeded per process),
     /// empty when the request carries none of them.
     var identityFingerprint: String {
-        let credentials = credentialFields
-        let basic = self[option: BasicCredentials.self]
-        let route = self[option: CompositeRoute.self]
-        guard !credentials.isEmpty || basic != nil || route != nil else { return "" }
+        let material = identityMaterial
+        guard !material.isEmpty else { return "" }
         var hasher = Hasher()
-        hasher.combine(credentials)
-        hasher.combine(basic?.user)
-        hasher.combine(basic?.password)
-        hasher.combine(route)
+        hasher.combine(material)
         return String(UInt(bitPattern: hasher.finalize()), radix: 36)
+    }
+
+    /// What the fingerprint is made of, in clear: hash it, never store or print it.
+    /// Empty when the request speaks for no one.
+    var identityMaterial: [String] {
+        var material = credentialFields
+        if let basic = self[option: BasicCredentials.self] { material += ["basic", basic.user, basic.password] }
+        if let route = self[option: CompositeRoute.self] { material += ["route", route] }
+        return material
     }
 
     /// Whether the request carries credentials, in its header fields or options.

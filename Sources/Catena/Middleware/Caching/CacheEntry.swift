@@ -37,12 +37,13 @@ struct CacheEntry: Sendable {
         guard lifetime > 0 || hasValidator else { return nil }
     }
 
-    private init(copying entry: CacheEntry, headerFields: HTTPFields, receivedAt: Date) {
-        status = entry.status
+    /// An entry of these parts, its directives and lifetime worked out from `headerFields`.
+    init(status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, receivedAt: Date, varying: [HTTPField.Name: String]) {
+        self.status = status
         self.headerFields = headerFields
-        body = entry.body
+        self.body = body
         self.receivedAt = receivedAt
-        varying = entry.varying
+        self.varying = varying
         directives = CacheControl(headerFields[.cacheControl])
         lifetime = Self.lifetime(of: headerFields, directives: directives, receivedAt: receivedAt)
     }
@@ -92,7 +93,7 @@ struct CacheEntry: Sendable {
             fields[field.name] = field.value
         }
         if notModified.headerFields[.age] == nil { fields[.age] = nil }
-        return CacheEntry(copying: self, headerFields: fields, receivedAt: now)
+        return CacheEntry(status: status, headerFields: fields, body: body, receivedAt: now, varying: varying)
     }
 
     /// The stored response, as the answer to `request`, with its current `Age`.

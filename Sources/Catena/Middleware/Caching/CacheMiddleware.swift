@@ -16,6 +16,11 @@ import HTTPTypes
 /// - A successful POST, PUT, PATCH or DELETE drops the entry for its URL.
 /// - When the stored bodies and header fields pass ``maximumBytes``, the least
 ///   recently used entries go.
+/// - Given a `directory`, the entries are files there and outlive the process: the next
+///   run of a command, or the next launch of an app, starts warm. One file an entry,
+///   mode 0600 in a directory of mode 0700, named by hashes (no URL or credential in
+///   clear); written whole or not at all, so a crash, a full disk or a damaged file
+///   costs an entry (a miss), never a wrong answer. Processes may share the directory.
 ///
 /// Put it early in the chain (after the environment, before retry and the transport),
 /// so that a hit costs no network work:
@@ -44,23 +49,38 @@ public struct CacheMiddleware: HTTPMiddleware {
 
     /// The most bytes (bodies and header fields) the cache keeps.
     public let maximumBytes: Int
-    private let store: CacheStore
+    /// Where the entries are kept as files; nil for memory.
+    public let directory: URL?
+    private let store: any CacheStore
+    private let counters: CacheCounters
     private let now: @Sendable () -> Date
 
-    /// A cache of at most `maximumBytes`; `now` is the clock (tests pass their own).
-    public init(maximumBytes: Int = 10 << 20, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// A cache of at most `maximumBytes`, in memory, or in `directory` (made, mode 0700,
+    /// when missing); `now` is the clock (tests pass their own).
+    ///
+    /// A directory that cannot be used (another user's, or not writable) costs misses,
+    /// never a failed call. Files in it whose names do not end in `.entry` are left
+    /// alone, except the cache's own: its `.key`, and half-written files a crash left.
+    public init(maximumBytes: Int = 10 << 20, directory: URL? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.maximumBytes = max(0, maximumBytes)
-        self.store = CacheStore()
+        self.directory = directory
+        let counters = CacheCounters()
+        self.counters = counters
+        if let directory {
+            self.store = DiskCacheStore(directory: directory, maximumBytes: max(0, maximumBytes), counters: counters)
+        } else {
+            self.store = MemoryCacheStore(counters: counters)
+        }
         self.now = now
     }
 
     /// What the cache has done so far.
-    public var statistics: Statistics { store.statistics }
+    public var statistics: Statistics { counters.statistics }
 
     /// How many responses it holds, and their size in bytes.
     public var usage: (entries: Int, bytes: Int) { store.usage }
 
-    /// Empties the cache (statistics stay).
+    /// Empties the cache, its directory's entries too (statistics stay).
     public func reset() async {
         store.removeAll()
     }
@@ -72,8 +92,6 @@ public struct CacheMiddleware: HTTPMiddleware {
         guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
             return try await next.load(request)
         }
-        // Keyed by who asks, too: one identity's answers never reach another.
-        let url = address + "\u{0}" + request.identityFingerprint
         guard request.method == .get else {
             let response = try await next.load(request)
             if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(response.status.code) {
@@ -84,17 +102,17 @@ public struct CacheMiddleware: HTTPMiddleware {
         let directives = CacheControl(request.headerFields[.cacheControl])
         if directives.noStore { return try await next.load(request) }
 
-        let entry = store.entry(for: url, matching: request)
+        let entry = store.entry(for: address, matching: request)
         if let entry, !directives.noCache, directives.maxAge != 0, !entry.directives.noCache, entry.isFresh(at: now()) {
-            store.count(\.hits)
+            counters.count(\.hits)
             request.report(.cache(.hit))
             return entry.response(to: request, at: now())
         }
         guard let entry, entry.hasValidator, !request.hasConditions else {
-            store.count(\.misses)
+            counters.count(\.misses)
             request.report(.cache(.miss))
             let response = try await next.load(request)
-            keep(response, for: request, sent: response.request, url: url)
+            keep(response, for: request, sent: response.request, address: address)
             return response
         }
         let answer: APIResponse
@@ -107,15 +125,15 @@ public struct CacheMiddleware: HTTPMiddleware {
             answer = response
         }
         guard answer.status.code == 304 else {
-            store.count(\.misses)
+            counters.count(\.misses)
             request.report(.cache(.miss))
             let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
-            keep(response, for: request, sent: answer.request, url: url)
+            keep(response, for: request, sent: answer.request, address: address)
             return response
         }
         let refreshed = entry.refreshed(by: answer, at: now())
-        store.put(refreshed, for: url, limit: maximumBytes)
-        store.count(\.revalidated)
+        store.put(refreshed, for: address, request: request, limit: maximumBytes)
+        counters.count(\.revalidated)
         request.report(.cache(.revalidated))
         return refreshed.response(to: request, at: now())
     }
@@ -137,15 +155,15 @@ public struct CacheMiddleware: HTTPMiddleware {
     /// Stores `response` unless HTTP forbids it. `sent` is the request as the loaders
     /// below sent it: placed above an auth loader, the cache sees no credentials in
     /// `request`, but the answer was still for one identity and stays private.
-    private func keep(_ response: APIResponse, for request: APIRequest, sent: APIRequest, url: String) {
+    private func keep(_ response: APIResponse, for request: APIRequest, sent: APIRequest, address: String) {
         if sent.carriesCredentials, !CacheControl(response.headerFields[.cacheControl]).isPublic {
-            store.remove(url)
+            store.remove(address, request: request)
             return
         }
         guard let entry = CacheEntry(response: response, request: request, receivedAt: now()) else {
-            store.remove(url)
+            store.remove(address, request: request)
             return
         }
-        store.put(entry, for: url, limit: maximumBytes)
+        store.put(entry, for: address, request: request, limit: maximumBytes)
     }
 }

@@ -124,35 +124,10 @@ public struct FileTokenStorage: TokenStorage {
         let target = try file(named: name)
         try makeDirectory()
         let data = try JSONEncoder().encode(token)
-        // A file of its own in the same directory, made 0600 before a byte is written.
-        let temporary = directory.appending(path: ".\(name).\(OAuth2Client.randomToken().prefix(12)).tmp").path
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw TokenStorageError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        var written = 0
-        var failed: Int32 = 0
-        data.withUnsafeBytes { bytes in
-            while written < bytes.count {
-                let count = write(fd, bytes.baseAddress! + written, bytes.count - written)
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else {
-                    failed = errno
-                    return
-                }
-                written += count
-            }
-        }
-        if failed == 0, fsync(fd) != 0 { failed = errno }
-        _ = close(fd)
-        guard failed == 0, rename(temporary, target.path) == 0 else {
-            let reason = String(cString: strerror(failed == 0 ? errno : failed))
-            _ = unlink(temporary)
-            throw TokenStorageError("cannot write \(target.path): \(reason)")
-        }
-        // The rename itself reaches the disk: after a power cut, not the spent token back.
-        let folder = open(directory.path, O_RDONLY | O_CLOEXEC)
-        if folder >= 0 {
-            _ = fsync(folder)
-            _ = close(folder)
+        // Through a file of its own, made 0600 before a byte is written, flushed with its
+        // rename: after a power cut, not the spent token back.
+        if let failed = PrivateFile.write(data, to: target.path, directory: directory.path, durable: true) {
+            throw TokenStorageError("cannot write \(target.path): \(String(cString: strerror(failed)))")
         }
     }
 

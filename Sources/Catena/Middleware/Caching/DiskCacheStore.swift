@@ -1,0 +1,253 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// Entries as files in a directory, so that they outlive the process.
+///
+/// - One file an entry, `URLHASH-WHOHASH.entry`: SHA-256 of the URL, and of who asked
+///   (the request's credentials, keyed with a random secret kept in the directory's
+///   `.key`), so no URL or credential appears in clear in a name. Files are 0600 in a
+///   0700 directory: the bodies of authenticated calls are secrets.
+/// - Written to a new file and renamed into place: another process reads the old entry
+///   or the new. Not flushed to the disk: a file a crash tore fails its checksum and
+///   is a miss (see `CacheEntry.init(archived:key:)`), never a wrong answer.
+/// - The index (sizes and the order of use) is rebuilt from the files when first
+///   needed, oldest modified first out. Processes sharing a directory each count what
+///   they see: until the next start, the directory may hold what another process wrote
+///   beyond the bound.
+/// - A directory that cannot be made or written costs misses: calls go to the network.
+final class DiskCacheStore: CacheStore {
+    let directory: URL
+    private let maximumBytes: Int
+    private let counters: CacheCounters
+
+    private struct State {
+        /// Nil until first used; then whether the directory could be used at all.
+        var usable: Bool?
+        var secret: [UInt8] = []
+        var files: [String: (bytes: Int, used: UInt64)] = [:]
+        var bytes = 0
+        var clock: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+    private static let suffix = ".entry"
+
+    init(directory: URL, maximumBytes: Int, counters: CacheCounters) {
+        self.directory = directory
+        self.maximumBytes = maximumBytes
+        self.counters = counters
+    }
+
+    var usage: (entries: Int, bytes: Int) {
+        _ = prepared()
+        return state.withLock { ($0.files.count, $0.bytes) }
+    }
+
+    func entry(for address: String, matching request: APIRequest) -> CacheEntry? {
+        guard let name = name(address, request) else { return nil }
+        let path = directory.path + "/" + name
+        switch PrivateFile.read(path, maximumBytes: maximumBytes + CacheEntry.maximumDescriptionBytes + 64) {
+        case .read(let data):
+            guard let entry = CacheEntry(archived: data, key: name) else {
+                discard(name)
+                return nil
+            }
+            guard entry.matches(request) else { return nil }
+            state.withLock { state in
+                state.clock += 1
+                if state.files[name] == nil {
+                    // Another process wrote it since the index was built.
+                    state.files[name] = (data.count, state.clock)
+                    state.bytes += data.count
+                } else {
+                    state.files[name]?.used = state.clock
+                }
+            }
+            return entry
+        case .refused:
+            discard(name)
+            return nil
+        case .missing, .failed:
+            forget([name])
+            return nil
+        }
+    }
+
+    func put(_ entry: CacheEntry, for address: String, request: APIRequest, limit: Int) {
+        guard let name = name(address, request) else { return }
+        guard let data = entry.archived(key: name), data.count <= limit,
+            PrivateFile.write(data, to: directory.path + "/" + name, directory: directory.path, durable: false) == nil
+        else {
+            // Too large, or the disk refused: the entry it replaces is out of date.
+            discard(name)
+            return
+        }
+        let victims = state.withLock { state in
+            state.clock += 1
+            state.bytes += data.count - (state.files[name]?.bytes ?? 0)
+            state.files[name] = (data.count, state.clock)
+            return Self.evict(&state, limit: limit)
+        }
+        remove(files: victims)
+        counters.count(\.stored)
+        if !victims.isEmpty { counters.count(\.evicted, by: victims.count) }
+    }
+
+    func remove(_ address: String, request: APIRequest) {
+        guard let name = name(address, request) else { return }
+        discard(name)
+    }
+
+    func removeAll(forAddress address: String) {
+        guard prepared() != nil else { return }
+        // Listed, not looked up in the index: another process may have stored this URL
+        // for an identity this one never saw.
+        let prefix = Self.hex(SHA256.hash(Array(address.utf8))) + "-"
+        remove(files: entryNames().filter { $0.hasPrefix(prefix) })
+    }
+
+    func removeAll() {
+        guard prepared() != nil else { return }
+        remove(files: entryNames())
+    }
+
+    // MARK: Files
+
+    /// The file for `address` and who `request` speaks for; nil when the directory
+    /// cannot be used.
+    private func name(_ address: String, _ request: APIRequest) -> String? {
+        guard let secret = prepared() else { return nil }
+        let material = request.identityMaterial
+        let who: String
+        if material.isEmpty {
+            who = "anyone"
+        } else {
+            // Length-prefixed, so that no two lists of fields give the same bytes.
+            var bytes = secret
+            for part in material {
+                withUnsafeBytes(of: UInt64(part.utf8.count).bigEndian) { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: part.utf8)
+            }
+            who = String(Self.hex(SHA256.hash(bytes)).prefix(32))
+        }
+        return Self.hex(SHA256.hash(Array(address.utf8))) + "-" + who + Self.suffix
+    }
+
+    /// The directory's secret, once the directory is ready and indexed; nil when it
+    /// cannot be used.
+    private func prepared() -> [UInt8]? {
+        state.withLock { state in
+            if state.usable == nil {
+                state.usable = false
+                if let secret = makeDirectory() {
+                    state.secret = secret
+                    index(&state)
+                    state.usable = true
+                }
+            }
+            return state.usable == true ? state.secret : nil
+        }
+    }
+
+    /// Makes the directory (0700) and its secret when missing; nil when either cannot be
+    /// had, or the directory is someone else's.
+    private func makeDirectory() -> [UInt8]? {
+        let path = directory.path
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else { return nil }
+        if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 { return nil }
+        let keyPath = path + "/.key"
+        if case .read(let key) = PrivateFile.read(keyPath, maximumBytes: 64), key.count == 32 { return [UInt8](key) }
+        // A new secret, linked into place only if no other process's got there first.
+        var generator = SystemRandomNumberGenerator()
+        let secret = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        let candidate = keyPath + "." + String(UInt64.random(in: .min ... .max, using: &generator), radix: 36)
+        guard PrivateFile.write(Data(secret), to: candidate, directory: path, durable: true) == nil else { return nil }
+        _ = link(candidate, keyPath)
+        _ = unlink(candidate)
+        if case .read(let key) = PrivateFile.read(keyPath, maximumBytes: 64), key.count == 32 { return [UInt8](key) }
+        return nil
+    }
+
+    /// Rebuilds the index from the files, oldest modified first; removes what a crash
+    /// left half written more than ten minutes ago, and what is beyond the bound.
+    private func index(_ state: inout State) {
+        var found: [(name: String, bytes: Int, modified: Double)] = []
+        let now = Date().timeIntervalSince1970
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] {
+            var info = stat()
+            guard lstat(directory.path + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            #if canImport(Darwin)
+            let modified = Double(info.st_mtimespec.tv_sec)
+            #else
+            let modified = Double(info.st_mtim.tv_sec)
+            #endif
+            if name.hasSuffix(Self.suffix) {
+                found.append((name, Int(info.st_size), modified))
+            } else if name.hasPrefix("."), name.hasSuffix(".tmp"), now - modified > 600 {
+                _ = unlink(directory.path + "/" + name)
+            }
+        }
+        for file in found.sorted(by: { $0.modified < $1.modified }) {
+            state.clock += 1
+            state.files[file.name] = (file.bytes, state.clock)
+            state.bytes += file.bytes
+        }
+        for name in Self.evict(&state, limit: maximumBytes) { _ = unlink(directory.path + "/" + name) }
+    }
+
+    /// Takes the least recently used out of the index until it is within `limit`;
+    /// returns their names, for removing outside the lock.
+    private static func evict(_ state: inout State, limit: Int) -> [String] {
+        guard state.bytes > limit else { return [] }
+        var victims: [String] = []
+        for (name, file) in state.files.sorted(by: { $0.value.used < $1.value.used }) {
+            guard state.bytes > limit else { break }
+            state.files[name] = nil
+            state.bytes -= file.bytes
+            victims.append(name)
+        }
+        return victims
+    }
+
+    private func entryNames() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(Self.suffix) && !$0.hasPrefix(".") }
+    }
+
+    /// Removes a file that is no (longer a) usable entry.
+    private func discard(_ name: String) {
+        remove(files: [name])
+    }
+
+    private func remove(files names: [String]) {
+        guard !names.isEmpty else { return }
+        for name in names { _ = unlink(directory.path + "/" + name) }
+        forget(names)
+    }
+
+    private func forget(_ names: [String]) {
+        state.withLock { state in
+            for name in names {
+                if let file = state.files.removeValue(forKey: name) { state.bytes -= file.bytes }
+            }
+        }
+    }
+
+    private static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -107,6 +107,23 @@ struct RequestCommandTests {
         #expect(outcome.errors.isEmpty, "\(outcome.errors)")
     }
 
+    @Test("catena get --cache: the next run answers from the directory, with its Age; CATENA_CACHE names it too", arguments: transports)
+    func cache(transport: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appending(path: "catena-cli-cache-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = UUID().uuidString
+        let url = try await base() + "/api/cache/\(key)?max_age=60"
+        let first = try await CatenaCommandLine.run(["get", url, "-i", "--cache", directory.path, "--transport", transport])
+        #expect(first.status == 0, "\(first.errors)")
+        #expect(!first.text.lowercased().contains("\nage:"), "\(first.text)")
+        let second = try await CatenaCommandLine.run(["get", url, "-i", "--transport", transport], environment: ["CATENA_CACHE": directory.path])
+        #expect(second.status == 0, "\(second.errors)")
+        #expect(second.text.lowercased().contains("\nage: "), "\(second.text)")
+        let stats = try await TransportKind.asyncHTTPClient.make().load(try APIRequest(.get, urlString: try await base() + "/api/cache-stats/\(key)"))
+        let counts = try #require(try JSONSerialization.jsonObject(with: stats.body) as? [String: Int])
+        #expect(counts["full"] == 1, "the second run asked no one: \(counts)")
+    }
+
     @Test("catena post --json sends the text as given, with its type; -i prints the head first", arguments: transports)
     func postJSON(transport: String) async throws {
         let json = "{\"name\": \"neo\",\n  \"job\": \"the one\", \"n\": 1.50}"

@@ -185,6 +185,13 @@ struct RequestCall: ParsableArguments {
     @Flag(help: "Print the request as a curl command on standard error, secrets redacted.")
     var curl = false
 
+    @Option(
+        help: """
+            Keep answers in this directory as HTTP allows (made 0700 when missing), and answer from it in later runs; \
+            CATENA_CACHE is used when not given. -i shows the Age of an answer from it.
+            """)
+    var cache: String?
+
     @Option(help: "Append the exchange to this HAR file (made when missing), secrets redacted.")
     var har: String?
 
@@ -435,6 +442,10 @@ struct RequestCall: ParsableArguments {
             chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
         }
         if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
+        // Outermost: a hit costs no retry, no sign-in and no log line of the network's.
+        if let directory = cache ?? ProcessInfo.processInfo.environment["CATENA_CACHE"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            chain = CacheMiddleware(maximumBytes: 100 << 20, directory: URL(fileURLWithPath: directory)) --> chain
+        }
         return (chain, shutdown)
     }
 

@@ -428,6 +428,11 @@ struct RequestCall: ParsableArguments {
             logger.logLevel = .debug
             chain = LogMiddleware(logger: logger, redaction: redaction) --> chain
         }
+        // Below the sign-in, so that it sees the token: entries are kept per identity, and
+        // one sign-in's (or no sign-in's) answers never reach another's run.
+        if let directory = cache ?? ProcessInfo.processInfo.environment["CATENA_CACHE"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            chain = CacheMiddleware(maximumBytes: 100 << 20, directory: URL(fileURLWithPath: directory)) --> chain
+        }
         if let auth {
             // The token goes only to the origins the login recorded and those named here; its
             // refreshes go through the same chain (logged and recorded, redacted).
@@ -442,10 +447,6 @@ struct RequestCall: ParsableArguments {
             chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
         }
         if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
-        // Outermost: a hit costs no retry, no sign-in and no log line of the network's.
-        if let directory = cache ?? ProcessInfo.processInfo.environment["CATENA_CACHE"].flatMap({ $0.isEmpty ? nil : $0 }) {
-            chain = CacheMiddleware(maximumBytes: 100 << 20, directory: URL(fileURLWithPath: directory)) --> chain
-        }
         return (chain, shutdown)
     }
 

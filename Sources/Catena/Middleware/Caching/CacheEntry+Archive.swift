@@ -22,11 +22,13 @@ extension CacheEntry {
         var bodyLength: Int
     }
 
-    /// The entry as a file's contents, named `key` (the file's name, checked on reading).
-    func archived(key: String) -> Data? {
+    /// The entry as a file's contents, named `key` (the file's name, checked on reading),
+    /// the request values its `Vary` names sealed with `secret`.
+    func archived(key: String, secret: [UInt8]) -> Data? {
+        let sealed = varying.map { [$0.key.rawName, varyingSecret == nil ? Self.sealed($0.value, with: secret) : $0.value] }
         let description = Description(
             key: key, status: status.code, reason: status.reasonPhrase, fields: headerFields.map { [$0.name.rawName, $0.value] },
-            receivedAt: receivedAt.timeIntervalSince1970, varying: varying.map { [$0.key.rawName, $0.value] }.sorted { $0[0] < $1[0] },
+            receivedAt: receivedAt.timeIntervalSince1970, varying: sealed.sorted { $0[0] < $1[0] },
             bodyLength: body.count)
         guard let json = try? JSONEncoder().encode(description), json.count <= Self.maximumDescriptionBytes else { return nil }
         var data = Data(capacity: Self.headerLength + json.count + body.count)
@@ -42,17 +44,19 @@ extension CacheEntry {
     }
 
     /// The entry `data` holds, if it is whole and named `key`; nil for anything else.
-    init?(archived data: Data, key: String) {
-        let bytes = [UInt8](data)
-        guard bytes.count >= Self.headerLength, bytes.starts(with: Self.magic) else { return nil }
-        let length = bytes[Self.magic.count..<Self.magic.count + 4].reduce(0) { $0 << 8 | Int($1) }
-        let stored = bytes[Self.magic.count + 4..<Self.headerLength].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard length <= Self.maximumDescriptionBytes, length <= bytes.count - Self.headerLength else { return nil }
+    /// Its `Vary` values stay sealed with `secret`.
+    init?(archived data: Data, key: String, secret: [UInt8]) {
+        let data = data.startIndex == 0 ? data : Data(data)
+        guard data.count >= Self.headerLength, data.starts(with: Self.magic) else { return nil }
+        let wide = data[Self.magic.count..<Self.magic.count + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let stored = data[Self.magic.count + 4..<Self.headerLength].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard wide <= UInt32(Self.maximumDescriptionBytes), Int(wide) <= data.count - Self.headerLength else { return nil }
+        let length = Int(wide)
         var checksum = FNV1a()
-        checksum.add(bytes[Self.headerLength...])
+        data.withUnsafeBytes { checksum.add($0[Self.headerLength...]) }
         guard checksum.value == stored else { return nil }
-        let json = Data(bytes[Self.headerLength..<Self.headerLength + length])
-        let body = Data(bytes[(Self.headerLength + length)...])
+        let json = data.subdata(in: Self.headerLength..<Self.headerLength + length)
+        let body = data.subdata(in: (Self.headerLength + length)..<data.count)
         guard let description = try? JSONDecoder().decode(Description.self, from: json), description.key == key,
             description.bodyLength == body.count, (100...599).contains(description.status), description.receivedAt.isFinite
         else { return nil }
@@ -68,7 +72,7 @@ extension CacheEntry {
         }
         self.init(
             status: HTTPResponse.Status(code: description.status, reasonPhrase: description.reason), headerFields: fields, body: body,
-            receivedAt: Date(timeIntervalSince1970: description.receivedAt), varying: varying)
+            receivedAt: Date(timeIntervalSince1970: description.receivedAt), varying: varying, varyingSecret: secret)
     }
 }
 

@@ -9,6 +9,9 @@ struct CacheEntry: Sendable {
     let receivedAt: Date
     /// Request header values named by the response's `Vary`.
     let varying: [HTTPField.Name: String]
+    /// Set when `varying` holds the values sealed with this secret, not in clear (an
+    /// entry from disk: a `Vary: Authorization` must not put the token in a file).
+    let varyingSecret: [UInt8]?
     let directives: CacheControl
     /// How long the response stays fresh, in seconds.
     let lifetime: TimeInterval
@@ -32,18 +35,23 @@ struct CacheEntry: Sendable {
         self.body = response.body
         self.receivedAt = receivedAt
         self.varying = varying
+        self.varyingSecret = nil
         self.directives = directives
         self.lifetime = Self.lifetime(of: response.headerFields, directives: directives, receivedAt: receivedAt)
         guard lifetime > 0 || hasValidator else { return nil }
     }
 
     /// An entry of these parts, its directives and lifetime worked out from `headerFields`.
-    init(status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, receivedAt: Date, varying: [HTTPField.Name: String]) {
+    init(
+        status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, receivedAt: Date, varying: [HTTPField.Name: String],
+        varyingSecret: [UInt8]? = nil
+    ) {
         self.status = status
         self.headerFields = headerFields
         self.body = body
         self.receivedAt = receivedAt
         self.varying = varying
+        self.varyingSecret = varyingSecret
         directives = CacheControl(headerFields[.cacheControl])
         lifetime = Self.lifetime(of: headerFields, directives: directives, receivedAt: receivedAt)
     }
@@ -74,8 +82,16 @@ struct CacheEntry: Sendable {
 
     func isFresh(at now: Date) -> Bool { age(at: now) < lifetime }
 
+    /// `value` as a disk entry keeps it: a keyed hash, never the value.
+    static func sealed(_ value: String, with secret: [UInt8]) -> String {
+        DiskCacheStore.hex(SHA256.hash(secret + Array(value.utf8)))
+    }
+
     func matches(_ request: APIRequest) -> Bool {
-        varying.allSatisfy { name, value in (request.headerFields[name] ?? "") == value }
+        varying.allSatisfy { name, value in
+            let asked = request.headerFields[name] ?? ""
+            return varyingSecret.map { Self.sealed(asked, with: $0) == value } ?? (asked == value)
+        }
     }
 
     /// `request` asking the server whether this entry is still current.
@@ -93,7 +109,7 @@ struct CacheEntry: Sendable {
             fields[field.name] = field.value
         }
         if notModified.headerFields[.age] == nil { fields[.age] = nil }
-        return CacheEntry(status: status, headerFields: fields, body: body, receivedAt: now, varying: varying)
+        return CacheEntry(status: status, headerFields: fields, body: body, receivedAt: now, varying: varying, varyingSecret: varyingSecret)
     }
 
     /// The stored response, as the answer to `request`, with its current `Age`.

@@ -52,9 +52,10 @@ final class DiskCacheStore: CacheStore {
     func entry(for address: String, matching request: APIRequest) -> CacheEntry? {
         guard let name = name(address, request) else { return nil }
         let path = directory.path + "/" + name
-        switch PrivateFile.read(path, maximumBytes: maximumBytes + CacheEntry.maximumDescriptionBytes + 64) {
+        // `put` writes no file larger than the bound: a larger one is not the cache's.
+        switch PrivateFile.read(path, maximumBytes: maximumBytes) {
         case .read(let data):
-            guard let entry = CacheEntry(archived: data, key: name) else {
+            guard let entry = CacheEntry(archived: data, key: name, secret: secret(name)) else {
                 discard(name)
                 return nil
             }
@@ -81,7 +82,7 @@ final class DiskCacheStore: CacheStore {
 
     func put(_ entry: CacheEntry, for address: String, request: APIRequest, limit: Int) {
         guard let name = name(address, request) else { return }
-        guard let data = entry.archived(key: name), data.count <= limit,
+        guard let data = entry.archived(key: name, secret: secret(name)), data.count <= limit,
             PrivateFile.write(data, to: directory.path + "/" + name, directory: directory.path, durable: false) == nil
         else {
             // Too large, or the disk refused: the entry it replaces is out of date.
@@ -139,6 +140,11 @@ final class DiskCacheStore: CacheStore {
         return Self.hex(SHA256.hash(Array(address.utf8))) + "-" + who + Self.suffix
     }
 
+    /// The secret entry files seal their `Vary` values with: the directory's, once known.
+    private func secret(_ name: String) -> [UInt8] {
+        state.withLock { $0.secret } + Array(name.utf8)
+    }
+
     /// The directory's secret, once the directory is ready and indexed; nil when it
     /// cannot be used.
     private func prepared() -> [UInt8]? {
@@ -164,7 +170,12 @@ final class DiskCacheStore: CacheStore {
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else { return nil }
         if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 { return nil }
         let keyPath = path + "/.key"
-        if case .read(let key) = PrivateFile.read(keyPath, maximumBytes: 64), key.count == 32 { return [UInt8](key) }
+        switch PrivateFile.read(keyPath, maximumBytes: 64) {
+        case .read(let key) where key.count == 32: return [UInt8](key)
+        case .missing: break
+        // Damaged, or not this user's: replaced (the entries it named become misses).
+        default: _ = unlink(keyPath)
+        }
         // A new secret, linked into place only if no other process's got there first.
         var generator = SystemRandomNumberGenerator()
         let secret = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
@@ -190,17 +201,33 @@ final class DiskCacheStore: CacheStore {
             let modified = Double(info.st_mtim.tv_sec)
             #endif
             if name.hasSuffix(Self.suffix) {
+                // Larger than the bound: no file `put` wrote (and its size could overflow the sum).
+                guard info.st_size <= maximumBytes else {
+                    _ = unlink(directory.path + "/" + name)
+                    continue
+                }
                 found.append((name, Int(info.st_size), modified))
-            } else if name.hasPrefix("."), name.hasSuffix(".tmp"), now - modified > 600 {
+            } else if name.hasPrefix("."), name.hasSuffix(".tmp") || name.hasPrefix(".key."), now - modified > 600 {
                 _ = unlink(directory.path + "/" + name)
             }
         }
-        for file in found.sorted(by: { $0.modified < $1.modified }) {
+        // Newest first while they fit (a sum that cannot overflow); the rest go.
+        var kept: [(name: String, bytes: Int)] = []
+        var total = 0
+        for file in found.sorted(by: { $0.modified > $1.modified }) {
+            guard file.bytes <= maximumBytes - total else {
+                _ = unlink(directory.path + "/" + file.name)
+                continue
+            }
+            kept.append((file.name, file.bytes))
+            total += file.bytes
+        }
+        // Used in the order they were modified: the oldest first out.
+        for file in kept.reversed() {
             state.clock += 1
             state.files[file.name] = (file.bytes, state.clock)
-            state.bytes += file.bytes
         }
-        for name in Self.evict(&state, limit: maximumBytes) { _ = unlink(directory.path + "/" + name) }
+        state.bytes = total
     }
 
     /// Takes the least recently used out of the index until it is within `limit`;
@@ -240,7 +267,7 @@ final class DiskCacheStore: CacheStore {
         }
     }
 
-    private static func hex(_ bytes: [UInt8]) -> String {
+    static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(bytes.count * 2)

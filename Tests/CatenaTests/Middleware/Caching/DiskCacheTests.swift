@@ -202,17 +202,26 @@ struct DiskCacheTests {
     @Test("random damage to an archived entry: it decodes as it was written, or not at all")
     func archiveDamage() throws {
         var generator = SystemRandomNumberGenerator()
-        let request = try APIRequest(.get, url: try #require(URL(string: "http://127.0.0.1:1/x")))
+        let plain = try APIRequest(.get, url: try #require(URL(string: "http://127.0.0.1:1/x")))
         for round in 0..<300 {
+            // The value Vary names is kept sealed: here as Accept, in life often Authorization.
+            var request = plain
+            request.headerFields[.accept] = "accept-\(round)-value"
             let body = Data((0..<Int.random(in: 0..<300, using: &generator)).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
             let response = APIResponse(
                 status: .ok, headerFields: [.cacheControl: "max-age=\(round)", .eTag: "\"\(round)\"", .vary: "Accept"], body: body, request: request)
             let entry = try #require(CacheEntry(response: response, request: request, receivedAt: Date(timeIntervalSince1970: Double(round))))
-            let archived = try #require(entry.archived(key: "k"))
-            let back = try #require(CacheEntry(archived: archived, key: "k"))
+            let archived = try #require(entry.archived(key: "k", secret: [1]))
+            let back = try #require(CacheEntry(archived: archived, key: "k", secret: [1]))
             #expect(back.body == entry.body && back.headerFields == entry.headerFields && back.receivedAt == entry.receivedAt)
-            #expect(back.varying == entry.varying && back.status == entry.status)
-            #expect(CacheEntry(archived: archived, key: "another") == nil, "another entry's file, renamed")
+            #expect(back.status == entry.status && back.matches(request) && !back.matches(plain))
+            #expect(archived.range(of: Data("accept-\(round)-value".utf8)) == nil, "the Vary value is not in the file in clear")
+            // Refreshed by a 304, a sealed entry stays sealed and still matches.
+            let refreshed = back.refreshed(by: APIResponse(status: .notModified, headerFields: [:], body: Data(), request: request), at: Date())
+            #expect(refreshed.matches(request) && !refreshed.matches(plain))
+            let rearchived = try #require(refreshed.archived(key: "k", secret: [1]))
+            #expect(try #require(CacheEntry(archived: rearchived, key: "k", secret: [1])).matches(request))
+            #expect(CacheEntry(archived: archived, key: "another", secret: [1]) == nil, "another entry's file, renamed")
 
             var damaged = archived
             switch round % 3 {
@@ -222,7 +231,7 @@ struct DiskCacheTests {
                 damaged[index] ^= UInt8.random(in: 1 ... .max, using: &generator)
             default: damaged.append(UInt8.random(in: .min ... .max, using: &generator))
             }
-            if let decoded = CacheEntry(archived: damaged, key: "k") {
+            if let decoded = CacheEntry(archived: damaged, key: "k", secret: [1]) {
                 #expect(decoded.body == entry.body && decoded.headerFields == entry.headerFields, "round \(round): damage decoded as something else")
             }
         }

@@ -161,7 +161,7 @@ private final class Instruments: Sendable {
                 (event, Counter(label: "catena.http.client.health", dimensions: [("event", event)], factory: factory))
             })
         cache = Dictionary(
-            uniqueKeysWithValues: [CallEvent.CacheOutcome.hit, .miss, .revalidated].map { outcome in
+            uniqueKeysWithValues: CallEvent.CacheOutcome.allCases.map { outcome in
                 (outcome, Counter(label: "catena.http.client.cache", dimensions: [("outcome", outcome.rawValue)], factory: factory))
             })
     }

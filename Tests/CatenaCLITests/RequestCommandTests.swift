@@ -122,6 +122,13 @@ struct RequestCommandTests {
         let stats = try await TransportKind.asyncHTTPClient.make().load(try APIRequest(.get, urlString: try await base() + "/api/cache-stats/\(key)"))
         let counts = try #require(try JSONSerialization.jsonObject(with: stats.body) as? [String: Int])
         #expect(counts["full"] == 1, "the second run asked no one: \(counts)")
+        // Offline: what is there, whatever its age; nothing else, and never the network.
+        let offline = try await CatenaCommandLine.run(["get", url, "--offline", "--cache", directory.path, "--transport", transport])
+        #expect(offline.status == 0 && offline.output == second.output.suffix(offline.output.count), "\(offline.errors)")
+        let missing = try await CatenaCommandLine.run(["get", url + "&other=1", "-i", "--offline", "--cache", directory.path, "--transport", transport])
+        #expect(missing.text.hasPrefix("HTTP 504"), "\(missing.text)")
+        let without = try await CatenaCommandLine.run(["get", url, "--offline", "--transport", transport], environment: ["CATENA_CACHE": ""])
+        #expect(without.status != 0 && without.errors.contains("--offline answers from the cache"), "\(without.errors)")
     }
 
     @Test("catena post --json sends the text as given, with its type; -i prints the head first", arguments: transports)

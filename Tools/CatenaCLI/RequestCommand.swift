@@ -192,6 +192,9 @@ struct RequestCall: ParsableArguments {
             """)
     var cache: String?
 
+    @Flag(help: "Answer from --cache whatever an answer's age, never from the network; with nothing usable there, 504.")
+    var offline = false
+
     @Option(help: "Append the exchange to this HAR file (made when missing), secrets redacted.")
     var har: String?
 
@@ -430,8 +433,13 @@ struct RequestCall: ParsableArguments {
         }
         // Below the sign-in, so that it sees the token: entries are kept per identity, and
         // one sign-in's (or no sign-in's) answers never reach another's run.
-        if let directory = cache ?? ProcessInfo.processInfo.environment["CATENA_CACHE"].flatMap({ $0.isEmpty ? nil : $0 }) {
+        let directory = cache ?? ProcessInfo.processInfo.environment["CATENA_CACHE"].flatMap { $0.isEmpty ? nil : $0 }
+        if let directory {
             chain = CacheMiddleware(maximumBytes: 100 << 20, directory: URL(fileURLWithPath: directory)) --> chain
+        }
+        if offline {
+            guard directory != nil else { throw CommandFailure("--offline answers from the cache: give --cache DIR, or set CATENA_CACHE") }
+            request[option: CacheOffline.self] = true
         }
         if let auth {
             // The token goes only to the origins the login recorded and those named here; its

@@ -55,13 +55,23 @@ public enum CallEvent: Sendable, Equatable {
     }
 
     /// What ``CacheMiddleware`` did with a call.
-    public enum CacheOutcome: String, Sendable, Equatable {
+    public enum CacheOutcome: String, Sendable, Equatable, CaseIterable {
         /// Answered from a fresh entry, without the network.
         case hit
         /// Answered by the server (no entry, or an entry the server replaced).
         case miss
         /// A stale entry the server confirmed with 304.
         case revalidated
+        /// A stale entry answered without the network, as allowed: within the response's
+        /// `stale-while-revalidate` (revalidated in the background), the request's
+        /// `max-stale`, or offline (``CacheOffline``).
+        case stale
+        /// A stale entry answered because the origin failed (a 500, 502, 503 or 504, or no
+        /// answer at all), within `stale-if-error`.
+        case staleIfError = "stale-if-error"
+        /// Nothing usable stored, and the request may not go to the network
+        /// (`only-if-cached`, or offline): answered 504 Gateway Timeout.
+        case unavailable
     }
 }
 

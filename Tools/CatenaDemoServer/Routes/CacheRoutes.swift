@@ -62,12 +62,15 @@ enum CacheRoutes {
     static func add(to router: Router<DemoRoutes.Context>) {
         // Full answers and 304s per key of `/api/cache/{key}`.
         let counts = Locked<[String: (full: Int, notModified: Int)]>([:])
+        // Keys whose `/api/cache/{key}` answers 503 for now (`POST /api/cache-fail/{key}`).
+        let failing = Locked<Set<String>>([])
         let api = router.group("api")
 
         // A resource to test caches with. Query: `max_age`, `expires` (seconds ahead, or
         // a raw value), `no_store`, `no_cache`,
         // `public`, `etag=0`, `last_modified=0`, `vary` (a header name), `size` (body
-        // bytes). The body names the key and counts full answers, so a client can tell
+        // bytes), `swr` and `sie` (stale-while-revalidate, stale-if-error seconds),
+        // `must_revalidate`, `age` (an Age field). (Its `Date` is Hummingbird's: now.) The body names the key and counts full answers, so a client can tell
         // a cached body from a new one.
         api.get("cache/:key") { request, context in
             let key = context.parameters.get("key") ?? "default"
@@ -77,11 +80,19 @@ enum CacheRoutes {
             if query.get("no_store") == "1" { directives.append("no-store") }
             if query.get("no_cache") == "1" { directives.append("no-cache") }
             if query.get("public") == "1" { directives.append("public") }
+            if query.get("must_revalidate") == "1" { directives.append("must-revalidate") }
+            if let window = query.get("swr", as: Int.self) { directives.append("stale-while-revalidate=\(window)") }
+            if let window = query.get("sie", as: Int.self) { directives.append("stale-if-error=\(window)") }
             let size = max(0, min(query.get("size", as: Int.self) ?? 0, 1 << 20))
             let tagged = query.get("etag") != "0"
             let dated = query.get("last_modified") != "0"
             var extra = HTTPFields()
             if let vary = query.get("vary") { extra[.vary] = vary }
+            if let age = query.get("age", as: Int.self) { extra[.age] = String(age) }
+            if failing.withLock({ $0.contains(key) }) {
+                counts.withLock { $0[key, default: (0, 0)].full += 1 }
+                return DemoRoutes.rawJSON(#"{"error":"failing on purpose"}"#, status: .serviceUnavailable)
+            }
             if let seconds = query.get("expires", as: Double.self), seconds.isFinite, abs(seconds) < 1e9 {
                 extra[.expires] = HTTPDate.format(Date().addingTimeInterval(seconds))
                 extra[.date] = HTTPDate.format(Date())
@@ -99,6 +110,25 @@ enum CacheRoutes {
                 if response.status == .notModified { table[key, default: (0, 0)].notModified += 1 } else { table[key, default: (0, 0)].full += 1 }
             }
             return response
+        }
+
+        // `on=1` makes `/api/cache/{key}` answer 503 until `on=0`.
+        api.post("cache-fail/:key") { request, context in
+            let key = context.parameters.get("key") ?? "default"
+            let on = request.uri.queryParameters.get("on") != "0"
+            failing.withLock { if on { $0.insert(key) } else { $0.remove(key) } }
+            return DemoRoutes.rawJSON(#"{"failing":\#(on)}"#, status: .ok)
+        }
+
+        // A write whose answer names other resources: `location` and `content_location`
+        // come back as those fields, as a create's 201 would.
+        api.post("cache-write") { request, _ in
+            let query = request.uri.queryParameters
+            var headers = HTTPFields()
+            if let location = query.get("location") { headers[.location] = location }
+            if let location = query.get("content_location") { headers[.contentLocation] = location }
+            headers[.contentType] = "application/json; charset=utf-8"
+            return Response(status: .created, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "{}")))
         }
 
         api.get("cache-stats/:key") { _, context in

@@ -1,12 +1,24 @@
 import Foundation
 import HTTPTypes
 
-/// The directives of a `Cache-Control` field that a private cache acts on.
+/// The directives of a `Cache-Control` field that a private cache acts on (RFC 9111
+/// section 5.2, RFC 5861), of a response or of a request.
 struct CacheControl: Sendable, Equatable {
     var maxAge: Int?
     var noStore = false
+    /// With or without field names: a private cache treats both as unqualified (9111, 5.2.2.4).
     var noCache = false
     var isPublic = false
+    var mustRevalidate = false
+    /// Request: how stale an answer may be; `max-stale` without a value, any.
+    var maxStale: Int?
+    /// Request: how long an answer must stay fresh still.
+    var minFresh: Int?
+    var onlyIfCached = false
+    /// Response (RFC 5861): how long past its freshness it may answer at once while revalidated.
+    var staleWhileRevalidate: Int?
+    /// Response or request (RFC 5861): how long past its freshness it may answer when the origin fails.
+    var staleIfError: Int?
 
     init(_ value: String?) {
         guard let value else { return }
@@ -21,6 +33,13 @@ struct CacheControl: Sendable, Equatable {
             case "no-store": noStore = true
             case "no-cache": noCache = true
             case "public": isPublic = true
+            // proxy-revalidate binds shared caches only; must-revalidate binds this one.
+            case "must-revalidate": mustRevalidate = true
+            case "max-stale": maxStale = argument.map(Self.deltaSeconds) ?? Self.maximumDeltaSeconds
+            case "min-fresh": minFresh = argument.map(Self.deltaSeconds) ?? 0
+            case "only-if-cached": onlyIfCached = true
+            case "stale-while-revalidate": staleWhileRevalidate = argument.map(Self.deltaSeconds) ?? 0
+            case "stale-if-error": staleIfError = argument.map(Self.deltaSeconds) ?? 0
             default: break
             }
         }

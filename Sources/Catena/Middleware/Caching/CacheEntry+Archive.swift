@@ -18,6 +18,7 @@ extension CacheEntry {
         var reason: String
         var fields: [[String]]
         var receivedAt: Double
+        var initialAge: Double
         var varying: [[String]]
         var bodyLength: Int
     }
@@ -28,7 +29,7 @@ extension CacheEntry {
         let sealed = varying.map { [$0.key.rawName, varyingSecret == nil ? Self.sealed($0.value, with: secret) : $0.value] }
         let description = Description(
             key: key, status: status.code, reason: status.reasonPhrase, fields: headerFields.map { [$0.name.rawName, $0.value] },
-            receivedAt: receivedAt.timeIntervalSince1970, varying: sealed.sorted { $0[0] < $1[0] },
+            receivedAt: receivedAt.timeIntervalSince1970, initialAge: initialAge, varying: sealed.sorted { $0[0] < $1[0] },
             bodyLength: body.count)
         guard let json = try? JSONEncoder().encode(description), json.count <= Self.maximumDescriptionBytes else { return nil }
         var data = Data(capacity: Self.headerLength + json.count + body.count)
@@ -58,7 +59,8 @@ extension CacheEntry {
         let json = data.subdata(in: Self.headerLength..<Self.headerLength + length)
         let body = data.subdata(in: (Self.headerLength + length)..<data.count)
         guard let description = try? JSONDecoder().decode(Description.self, from: json), description.key == key,
-            description.bodyLength == body.count, (100...599).contains(description.status), description.receivedAt.isFinite
+            description.bodyLength == body.count, (100...599).contains(description.status), description.receivedAt.isFinite,
+            description.initialAge.isFinite, description.initialAge >= 0
         else { return nil }
         var fields = HTTPFields()
         for pair in description.fields {
@@ -72,7 +74,8 @@ extension CacheEntry {
         }
         self.init(
             status: HTTPResponse.Status(code: description.status, reasonPhrase: description.reason), headerFields: fields, body: body,
-            receivedAt: Date(timeIntervalSince1970: description.receivedAt), varying: varying, varyingSecret: secret)
+            receivedAt: Date(timeIntervalSince1970: description.receivedAt), varying: varying, varyingSecret: secret,
+            initialAge: description.initialAge)
     }
 }
 

@@ -15,6 +15,10 @@ struct CacheEntry: Sendable {
     let directives: CacheControl
     /// How long the response stays fresh, in seconds.
     let lifetime: TimeInterval
+    /// How old it was when it arrived (RFC 9111, 4.2.3): its `Age`, or, when more, how
+    /// far its `Date` lay behind the system clock on arrival. Measured then, on the clock
+    /// the server's `Date` shares, not the cache's `now` (which tests move), and kept.
+    let initialAge: TimeInterval
 
     static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 410]
 
@@ -38,13 +42,14 @@ struct CacheEntry: Sendable {
         self.varyingSecret = nil
         self.directives = directives
         self.lifetime = Self.lifetime(of: response.headerFields, directives: directives, receivedAt: receivedAt)
+        self.initialAge = Self.initialAge(of: response.headerFields, arrivedAt: Date())
         guard lifetime > 0 || hasValidator else { return nil }
     }
 
     /// An entry of these parts, its directives and lifetime worked out from `headerFields`.
     init(
         status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, receivedAt: Date, varying: [HTTPField.Name: String],
-        varyingSecret: [UInt8]? = nil
+        varyingSecret: [UInt8]? = nil, initialAge: TimeInterval? = nil
     ) {
         self.status = status
         self.headerFields = headerFields
@@ -54,6 +59,7 @@ struct CacheEntry: Sendable {
         self.varyingSecret = varyingSecret
         directives = CacheControl(headerFields[.cacheControl])
         lifetime = Self.lifetime(of: headerFields, directives: directives, receivedAt: receivedAt)
+        self.initialAge = initialAge ?? Self.initialAge(of: headerFields, arrivedAt: Date())
     }
 
     /// The body and header fields, roughly, in bytes.
@@ -73,14 +79,24 @@ struct CacheEntry: Sendable {
         return 0
     }
 
-    /// The response's age at `now`: its `Age` when received plus the time since.
-    func age(at now: Date) -> TimeInterval {
+    /// The corrected initial age (RFC 9111, 4.2.3), less the response delay, which a
+    /// client on the same network as its answer's arrival leaves out.
+    static func initialAge(of fields: HTTPFields, arrivedAt: Date) -> TimeInterval {
         // Age is delta-seconds: "1e19", "inf", "-5" or "nan" count as 0, huge as 2^31.
-        let initial = headerFields[.age].map { CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) } ?? 0
-        return TimeInterval(initial) + max(0, now.timeIntervalSince(receivedAt))
+        let stated = fields[.age].map { TimeInterval(CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces))) } ?? 0
+        let apparent = fields[.date].flatMap(HTTPDate.parse).map { max(0, arrivedAt.timeIntervalSince($0)) } ?? 0
+        return max(stated, apparent.isFinite ? apparent : 0)
+    }
+
+    /// The response's age at `now`: its initial age plus the time since it arrived.
+    func age(at now: Date) -> TimeInterval {
+        initialAge + max(0, now.timeIntervalSince(receivedAt))
     }
 
     func isFresh(at now: Date) -> Bool { age(at: now) < lifetime }
+
+    /// How long past its freshness it is at `now` (negative while fresh).
+    func staleness(at now: Date) -> TimeInterval { age(at: now) - lifetime }
 
     /// `value` as a disk entry keeps it: a keyed hash, never the value.
     static func sealed(_ value: String, with secret: [UInt8]) -> String {

@@ -1,8 +1,8 @@
 public import Foundation
 import HTTPTypes
 
-/// An in-memory HTTP cache for GET responses, bounded in size, that follows what the
-/// server says (RFC 9111, as a private cache):
+/// An HTTP cache for GET responses, in memory or in a directory, bounded in size, that
+/// follows what the server says (RFC 9111, as a private cache):
 ///
 /// - A response is stored only if it may be: status 200, 203, 204, 300, 301, 308, 404,
 ///   410; no `no-store` on the request or the response; not `Vary: *`; and with either
@@ -13,7 +13,16 @@ import HTTPTypes
 /// - A fresh entry answers at once. A stale one, or one marked `no-cache` (by the
 ///   response, or by the request with `no-cache` / `max-age=0`), is revalidated with
 ///   `If-None-Match` / `If-Modified-Since`; a 304 refreshes the entry and returns it.
-/// - A successful POST, PUT, PATCH or DELETE drops the entry for its URL.
+/// - Freshness counts the response's age from its `Age` and its `Date`, and the
+///   request's `max-age`, `min-fresh`, `max-stale`, `no-cache` and `only-if-cached`.
+/// - A stale entry answers at once within the response's `stale-while-revalidate`
+///   (RFC 5861), while one revalidation per entry runs in the background; within
+///   `stale-if-error`, it answers when the origin fails (a 500, 502, 503 or 504, or
+///   no answer). Never where `must-revalidate` or `no-cache` forbid it.
+/// - ``CacheOffline`` answers from the cache whatever an entry's age, without the
+///   network; with nothing usable, as `only-if-cached` does: 504 Gateway Timeout.
+/// - A successful POST, PUT, PATCH or DELETE drops the entries for its URL, and for
+///   its answer's `Location` and `Content-Location` on the same origin.
 /// - When the stored bodies and header fields pass ``maximumBytes``, the least
 ///   recently used entries go.
 /// - Given a `directory`, the entries are files there and outlive the process: the next
@@ -42,9 +51,15 @@ public struct CacheMiddleware: HTTPMiddleware {
         public var stored = 0
         /// Entries dropped to stay within the size bound.
         public var evicted = 0
+        /// Stale entries answered without the network, as a directive or ``CacheOffline`` allowed.
+        public var stale = 0
+        /// Stale entries answered because the origin failed (`stale-if-error`).
+        public var staleIfError = 0
+        /// Requests that could not go to the network and found nothing usable: answered 504.
+        public var unavailable = 0
 
-        /// Responses that came from the cache: hits plus revalidations.
-        public var fromCache: Int { hits + revalidated }
+        /// Responses that came from the cache: hits, revalidations and stale answers.
+        public var fromCache: Int { hits + revalidated + stale + staleIfError }
     }
 
     /// The most bytes (bodies and header fields) the cache keeps.
@@ -53,6 +68,8 @@ public struct CacheMiddleware: HTTPMiddleware {
     public let directory: URL?
     private let store: any CacheStore
     private let counters: CacheCounters
+    /// Background revalidations (stale-while-revalidate) by entry, one at a time each.
+    private let refreshing = Locked<[String: Task<Void, Never>]>([:])
     private let now: @Sendable () -> Date
 
     /// A cache of at most `maximumBytes`, in memory, or in `directory` (made, mode 0700,
@@ -82,6 +99,11 @@ public struct CacheMiddleware: HTTPMiddleware {
 
     /// Empties the cache, its directory's entries too (statistics stay).
     public func reset() async {
+        let running = refreshing.withLock { tasks in
+            defer { tasks = [:] }
+            return Array(tasks.values)
+        }
+        for task in running { task.cancel() }
         store.removeAll()
     }
 
@@ -94,48 +116,153 @@ public struct CacheMiddleware: HTTPMiddleware {
         }
         guard request.method == .get else {
             let response = try await next.load(request)
-            if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(response.status.code) {
-                store.removeAll(forAddress: address)
-            }
+            invalidate(after: response, of: request, address: address)
             return response
         }
-        let directives = CacheControl(request.headerFields[.cacheControl])
-        if directives.noStore { return try await next.load(request) }
+        let asked = CacheControl(request.headerFields[.cacheControl])
+        let offline = request[option: CacheOffline.self]
+        let localOnly = offline || asked.onlyIfCached
+        if asked.noStore && !localOnly { return try await next.load(request) }
 
         let entry = store.entry(for: address, matching: request)
-        if let entry, !directives.noCache, directives.maxAge != 0, !entry.directives.noCache, entry.isFresh(at: now()) {
-            counters.count(\.hits)
-            request.report(.cache(.hit))
+        if let entry, let (outcome, refresh) = reuse(entry, asked: asked, offline: offline, at: now()) {
+            counters.count(outcome == .hit ? \.hits : \.stale)
+            request.report(.cache(outcome))
+            if refresh, !localOnly { refreshInBackground(entry, request, address: address, next: next) }
             return entry.response(to: request, at: now())
         }
-        guard let entry, entry.hasValidator, !request.hasConditions else {
-            counters.count(\.misses)
-            request.report(.cache(.miss))
-            let response = try await next.load(request)
-            keep(response, for: request, sent: response.request, address: address)
-            return response
+        if localOnly {
+            counters.count(\.unavailable)
+            request.report(.cache(.unavailable))
+            let reason = offline ? "offline" : "only-if-cached"
+            return APIResponse(
+                status: .gatewayTimeout, headerFields: [.contentType: "text/plain; charset=utf-8"],
+                body: Data("nothing usable in the cache for this request, which may not go to the network (\(reason))\n".utf8), request: request)
         }
+
+        // To the origin: a question about the entry when it has a validator, else anew.
+        let stored = entry.flatMap { $0.hasValidator && !request.hasConditions ? $0 : nil }
         let answer: APIResponse
         do {
-            answer = try await next.load(entry.conditional(request))
+            answer = try await next.load(stored.map { $0.conditional(request) } ?? request)
         } catch {
-            // A ValidationMiddleware below the cache does not know that a 304 answers the cache's
-            // own question, and fails it: that 304 is still the answer.
-            guard let response = error.response, response.status.code == 304 else { throw error }
+            // A ValidationMiddleware below the cache does not know that a 304 answers the
+            // cache's own question, and fails it: that 304 is still the answer.
+            if stored != nil, let response = error.response, response.status.code == 304 {
+                answer = response
+            } else if error.code != .cancelled, error.response.map({ Self.originFailed($0.status.code) }) ?? true,
+                let stale = staleIfError(entry, asked: asked, request: request)
+            {
+                return stale
+            } else {
+                counters.count(\.misses)
+                request.report(.cache(.miss))
+                throw error
+            }
+        }
+        if Self.originFailed(answer.status.code), let stale = staleIfError(entry, asked: asked, request: request) { return stale }
+        if let stored, answer.status.code == 304 {
+            let refreshed = stored.refreshed(by: answer, at: now())
+            store.put(refreshed, for: address, request: request, limit: maximumBytes)
+            counters.count(\.revalidated)
+            request.report(.cache(.revalidated))
+            return refreshed.response(to: request, at: now())
+        }
+        counters.count(\.misses)
+        request.report(.cache(.miss))
+        // The answer to the cache's own question shows the caller's request, not it.
+        let response = stored == nil ? answer : APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
+        keep(response, for: request, sent: answer.request, address: address)
+        return response
+    }
+
+    /// How `entry` may answer `asked` without the origin, if it may (RFC 9111, 4.2 and
+    /// 5.2.1; RFC 5861): `.hit` while fresh enough, `.stale` when a directive allows a
+    /// stale answer, and whether that answer is revalidated in the background.
+    private func reuse(_ entry: CacheEntry, asked: CacheControl, offline: Bool, at now: Date) -> (CallEvent.CacheOutcome, refresh: Bool)? {
+        let age = entry.age(at: now)
+        let staleness = entry.staleness(at: now)
+        // The request's max-age: 0 asks for the origin's word, as no-cache does.
+        let youngEnough = asked.maxAge.map { $0 > 0 && age <= TimeInterval($0) } ?? true
+        let alwaysAsk = asked.noCache || entry.directives.noCache
+        if !alwaysAsk, youngEnough, staleness < 0, asked.minFresh.map({ -staleness >= TimeInterval($0) }) ?? true { return (.hit, false) }
+        // Never stale where the response forbids it (4.2.4), not even offline.
+        guard !alwaysAsk, !entry.directives.mustRevalidate, staleness >= 0 || offline else { return nil }
+        if offline { return (.stale, false) }
+        guard youngEnough else { return nil }
+        if let maxStale = asked.maxStale, staleness <= TimeInterval(maxStale) { return (.stale, false) }
+        if let window = entry.directives.staleWhileRevalidate, staleness <= TimeInterval(window) { return (.stale, true) }
+        return nil
+    }
+
+    /// `entry` as the answer to `request` when the origin failed and a `stale-if-error`
+    /// (the response's or the request's) still covers it; reported as such.
+    private func staleIfError(_ entry: CacheEntry?, asked: CacheControl, request: APIRequest) -> APIResponse? {
+        guard let entry, !entry.directives.noCache, !entry.directives.mustRevalidate, !asked.noCache else { return nil }
+        let window = max(entry.directives.staleIfError ?? -1, asked.staleIfError ?? -1)
+        guard window >= 0, entry.staleness(at: now()) <= TimeInterval(window) else { return nil }
+        counters.count(\.staleIfError)
+        request.report(.cache(.staleIfError))
+        return entry.response(to: request, at: now())
+    }
+
+    /// The statuses RFC 5861 counts as the origin's failure.
+    private static func originFailed(_ code: Int) -> Bool { [500, 502, 503, 504].contains(code) }
+
+    /// Revalidates `entry` for `request` once at a time per entry, in a task of its own
+    /// that ``reset()`` cancels; the caller already has the stale answer.
+    private func refreshInBackground(_ entry: CacheEntry, _ request: APIRequest, address: String, next: some HTTPLoader) {
+        // The call has ended for its observers (a span, a log line): the refresh reports to none.
+        let quiet = { (request: APIRequest) in
+            var quiet = request
+            quiet[option: CallObservers.self] = []
+            return quiet
+        }(request)
+        let key = address + "\u{0}" + request.identityFingerprint
+        let cache = self
+        refreshing.withLock { tasks in
+            guard tasks[key] == nil else { return }
+            // Taken under the lock the task's own removal waits for: never removed before it is added.
+            tasks[key] = Task {
+                await cache.revalidate(entry, quiet, address: address, next: next)
+                _ = cache.refreshing.withLock { $0.removeValue(forKey: key) }
+            }
+        }
+    }
+
+    private func revalidate(_ entry: CacheEntry, _ request: APIRequest, address: String, next: some HTTPLoader) async {
+        let asksAbout = entry.hasValidator && !request.hasConditions
+        let answer: APIResponse
+        do {
+            answer = try await next.load(asksAbout ? entry.conditional(request) : request)
+        } catch {
+            guard asksAbout, let response = error.response, response.status.code == 304 else { return }
             answer = response
         }
-        guard answer.status.code == 304 else {
-            counters.count(\.misses)
-            request.report(.cache(.miss))
-            let response = APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request)
-            keep(response, for: request, sent: answer.request, address: address)
-            return response
+        // Reset while it ran, or the origin failed: the entry stays as it was.
+        guard !Task.isCancelled, !Self.originFailed(answer.status.code) else { return }
+        if asksAbout, answer.status.code == 304 {
+            store.put(entry.refreshed(by: answer, at: now()), for: address, request: request, limit: maximumBytes)
+        } else {
+            keep(
+                APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request), for: request,
+                sent: answer.request, address: address)
         }
-        let refreshed = entry.refreshed(by: answer, at: now())
-        store.put(refreshed, for: address, request: request, limit: maximumBytes)
-        counters.count(\.revalidated)
-        request.report(.cache(.revalidated))
-        return refreshed.response(to: request, at: now())
+    }
+
+    /// After a successful unsafe request, drops the entries its answer may have made
+    /// out of date (RFC 9111, 4.4): its URL's, and those of its `Location` and
+    /// `Content-Location` on the same origin, of every identity.
+    private func invalidate(after response: APIResponse, of request: APIRequest, address: String) {
+        guard [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(response.status.code) else { return }
+        store.removeAll(forAddress: address)
+        guard let base = try? request.url() else { return }
+        for name in [HTTPField.Name.location, .contentLocation] {
+            guard let value = response.headerFields[name], let target = URL(string: value, relativeTo: base)?.absoluteURL else { continue }
+            let named = APIRequest(.get, url: target)
+            guard named.originKey == request.originKey, let other = try? named.urlString() else { continue }
+            store.removeAll(forAddress: other)
+        }
     }
 
     /// Streams pass through, neither answered from the cache nor stored (a body read
@@ -144,10 +271,9 @@ public struct CacheMiddleware: HTTPMiddleware {
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
         try requireAbsolute(request, loader: "CacheMiddleware")
         let streamed = try await next.stream(request)
-        if [.post, .put, .patch, .delete].contains(request.method), (200..<400).contains(streamed.status.code),
-            let address = try? request.urlString()
-        {
-            store.removeAll(forAddress: address)
+        if let address = try? request.urlString() {
+            invalidate(
+                after: APIResponse(status: streamed.status, headerFields: streamed.headerFields, body: Data(), request: request), of: request, address: address)
         }
         return streamed
     }
@@ -166,4 +292,12 @@ public struct CacheMiddleware: HTTPMiddleware {
         }
         store.put(entry, for: address, request: request, limit: maximumBytes)
     }
+}
+
+/// Answer from a ``CacheMiddleware`` whatever an entry's age, without the network: for
+/// an app that lost its connection, or `catena get --offline`. Entries whose response
+/// said `no-cache` or `must-revalidate` are never served stale (RFC 9111, 4.2.4); with
+/// nothing usable the answer is 504 Gateway Timeout, as for `only-if-cached`.
+public enum CacheOffline: RequestOption {
+    public static let defaultValue = false
 }

@@ -40,7 +40,7 @@ struct DiskCacheTests {
         #expect(next.usage.entries == 1, "the index is rebuilt from the files")
         let again = try await Self.chain(next, kind).load(request)
         #expect(again.body == first.body && again.status == .ok)
-        #expect(again.headerFields[.age] == "20")
+        #expect(ageIsAbout(again, 20))
         #expect(again.headerFields[.eTag] == first.headerFields[.eTag])
         #expect(next.statistics.hits == 1)
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 0))
@@ -178,7 +178,7 @@ struct DiskCacheTests {
         let counters = CacheCounters()
         let store = DiskCacheStore(directory: directory, maximumBytes: 1 << 20, counters: counters)
         let url = "http://127.0.0.1:1/api/thing"
-        let anyone = try APIRequest(.get, url: try #require(URL(string: url)))
+        let anyone = APIRequest(.get, url: try #require(URL(string: url)))
         var someone = anyone
         someone.headerFields[.authorization] = "Bearer t"
         let response = APIResponse(
@@ -202,7 +202,7 @@ struct DiskCacheTests {
     @Test("random damage to an archived entry: it decodes as it was written, or not at all")
     func archiveDamage() throws {
         var generator = SystemRandomNumberGenerator()
-        let plain = try APIRequest(.get, url: try #require(URL(string: "http://127.0.0.1:1/x")))
+        let plain = APIRequest(.get, url: try #require(URL(string: "http://127.0.0.1:1/x")))
         for round in 0..<300 {
             // The value Vary names is kept sealed: here as Accept, in life often Authorization.
             var request = plain

@@ -1,0 +1,305 @@
+import Catena
+import Foundation
+import HTTPTypes
+import Testing
+@testable import CatenaTestSupport
+
+/// RFC 9111's and RFC 5861's rules, one test per rule, named for its section, against the
+/// demo server's `/api/cache/{key}` (whose query sets the answer's fields).
+@Suite("CacheMiddleware: RFC 9111 and RFC 5861, rule by rule")
+struct CacheRulesTests {
+    static func chain(_ cache: CacheMiddleware, _ kind: TransportKind = .asyncHTTPClient) async throws -> any HTTPLoader {
+        EnvironmentMiddleware(try await TestServer.environment()) --> cache --> kind.make()
+    }
+
+    static func asking(_ request: APIRequest, _ directives: String) -> APIRequest {
+        var request = request
+        request.headerFields[.cacheControl] = directives
+        return request
+    }
+
+    static func setFailing(_ key: String, _ on: Bool) async throws {
+        _ = try await TransportKind.asyncHTTPClient.chain().load(
+            try APIRequest(.post, path: ["api", "cache-fail", key], query: [URLQueryItem(name: "on", value: on ? "1" : "0")]))
+    }
+
+    @Test("9111 §4.2.3: an Age from upstream counts toward the answer's age")
+    func ageCounts() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "60", "age": "50"])
+        _ = try await chain.load(request)
+        clock.advance(5)
+        let hit = try await chain.load(request)
+        #expect(hit.headerFields[.age] == "55")
+        clock.advance(10)  // 65 s old: stale
+        _ = try await chain.load(request)
+        #expect(cache.statistics.hits == 1 && cache.statistics.revalidated == 1)
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
+    }
+
+    @Test("9111 §4.2.3: a Date further back than the arrival makes the answer that much older")
+    func dateCounts() async throws {
+        // Hummingbird and nginx stamp the present: an origin whose clock is 50 s behind.
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let origin = DatedLoader(behind: 50)
+        let chain = cache --> origin
+        let request = try APIRequest(.get, urlString: "http://127.0.0.1:9/dated")
+        _ = try await chain.load(request)
+        let hit = try await chain.load(request)
+        let age = try #require(Int(hit.headerFields[.age] ?? ""))
+        #expect((49...51).contains(age), "the Date's 50 s: \(age)")
+        clock.advance(15)
+        _ = try await chain.load(request)
+        #expect(origin.calls.withLock { $0 } == 2, "about 65 s old: stale, fetched again")
+        #expect(cache.statistics.hits == 1 && cache.statistics.misses == 2)
+    }
+
+    @Test("9111 §5.2.1.1: the request's max-age sends an older answer to the origin; max-age=0 always")
+    func requestMaxAge() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "60"])
+        _ = try await chain.load(request)
+        clock.advance(30)
+        _ = try await chain.load(Self.asking(request, "max-age=40"))
+        #expect(cache.statistics.hits == 1)
+        _ = try await chain.load(Self.asking(request, "max-age=10"))
+        #expect(cache.statistics.revalidated == 1)
+        _ = try await chain.load(Self.asking(request, "max-age=0"))
+        #expect(cache.statistics.revalidated == 2)
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 2))
+    }
+
+    @Test("9111 §5.2.1.3: min-fresh asks for an answer that stays fresh that long still")
+    func minFresh() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let request = try cacheRequest(uniqueKey(), ["max_age": "60"])
+        _ = try await chain.load(request)
+        clock.advance(30)
+        _ = try await chain.load(Self.asking(request, "min-fresh=20"))
+        #expect(cache.statistics.hits == 1)
+        _ = try await chain.load(Self.asking(request, "min-fresh=40"))
+        #expect(cache.statistics.revalidated == 1)
+    }
+
+    @Test("9111 §5.2.1.2 and §5.2.2.2: max-stale takes a stale answer without the origin, unless it says must-revalidate")
+    func maxStale() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "10"])
+        _ = try await chain.load(request)
+        clock.advance(30)  // stale by 20 s
+        let stale = try await chain.load(Self.asking(request, "max-stale=30"))
+        #expect(stale.status == .ok && ageIsAbout(stale, 30))
+        _ = try await chain.load(Self.asking(request, "max-stale"))
+        #expect(cache.statistics.stale == 2)
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 0))
+        _ = try await chain.load(Self.asking(request, "max-stale=10"))
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1), "stale by 20 s is more than 10")
+
+        let strict = try cacheRequest(uniqueKey(), ["max_age": "10", "must_revalidate": "1"])
+        _ = try await chain.load(strict)
+        clock.advance(30)
+        _ = try await chain.load(Self.asking(strict, "max-stale"))
+        #expect(cache.statistics.stale == 2, "must-revalidate: never served stale")
+    }
+
+    @Test("9111 §5.2.1.7: only-if-cached answers from the cache or with 504, never from the network", arguments: TransportKind.allCases)
+    func onlyIfCached(kind: TransportKind) async throws {
+        let cache = CacheMiddleware()
+        let chain = try await Self.chain(cache, kind)
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "60"])
+        let none = try await chain.load(Self.asking(request, "only-if-cached"))
+        #expect(none.status == .gatewayTimeout)
+        #expect(String(decoding: none.body, as: UTF8.self).contains("only-if-cached"))
+        #expect(try await cacheStats(key) == CacheStats(full: 0, notModified: 0))
+        _ = try await chain.load(request)
+        let stored = try await chain.load(Self.asking(request, "only-if-cached"))
+        #expect(stored.status == .ok)
+        #expect(cache.statistics.unavailable == 1 && cache.statistics.hits == 1)
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 0))
+    }
+
+    @Test("CacheOffline: any age, no network; never no-cache or must-revalidate answers; 504 with nothing stored")
+    func offline() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "10"])
+        let strict = try cacheRequest(uniqueKey(), ["max_age": "10", "must_revalidate": "1"])
+        let noCache = try cacheRequest(uniqueKey(), ["no_cache": "1"])
+        for each in [request, strict, noCache] { _ = try await chain.load(each) }
+        clock.advance(3600)
+        func offline(_ request: APIRequest) -> APIRequest {
+            var request = request
+            request[option: CacheOffline.self] = true
+            return request
+        }
+        let old = try await chain.load(offline(request))
+        #expect(old.status == .ok && ageIsAbout(old, 3600))
+        #expect(try await chain.load(offline(strict)).status == .gatewayTimeout)
+        #expect(try await chain.load(offline(noCache)).status == .gatewayTimeout)
+        #expect(try await chain.load(offline(try cacheRequest(uniqueKey()))).status == .gatewayTimeout)
+        #expect(cache.statistics.stale == 1 && cache.statistics.unavailable == 3)
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 0))
+    }
+
+    @Test("5861 §3: stale-while-revalidate answers at once and refreshes once in the background; past the window, the origin first")
+    func staleWhileRevalidate() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let key = uniqueKey()
+        // Fresh for 10 s: the refresh's 304 (its Date in whole seconds) makes it fresh again.
+        let request = try cacheRequest(key, ["max_age": "10", "swr": "60"])
+        let events = Locked<[CallEvent.CacheOutcome]>([])
+        let observed = { (request: APIRequest) in
+            var observed = request
+            observed.observe(CallObserver { event in if case .cache(let outcome) = event { events.withLock { $0.append(outcome) } } })
+            return observed
+        }(request)
+        _ = try await chain.load(observed)
+        clock.advance(15)
+        try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+            for _ in 0..<3 { group.addTask { try await chain.load(observed).status } }
+            for try await status in group { #expect(status == .ok) }
+        }
+        #expect(events.withLock { $0 } == [.miss, .stale, .stale, .stale])
+        // One refresh for the three, a 304 that makes the entry fresh again.
+        #expect(await Timing.eventually { (try? await cacheStats(key)) == CacheStats(full: 1, notModified: 1) })
+        #expect(
+            await Timing.eventually {
+                _ = try? await chain.load(request)
+                return cache.statistics.hits >= 1
+            })
+        #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 1))
+
+        clock.advance(100)  // past the window: revalidated before answering
+        _ = try await chain.load(request)
+        #expect(cache.statistics.revalidated == 1)
+    }
+
+    @Test("5861 §3: a reset cancels the background refresh, which stores nothing after it")
+    func resetCancelsRefresh() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let key = uniqueKey()
+        // A slow origin: the refresh is still running when the reset comes.
+        let slow = SlowLoader(inner: TransportKind.asyncHTTPClient.make())
+        let chain = EnvironmentMiddleware(try await TestServer.environment()) --> cache --> slow
+        let request = try cacheRequest(key, ["max_age": "1", "swr": "60"])
+        _ = try await chain.load(request)
+        clock.advance(5)
+        slow.delay.withLock { $0 = .seconds(30) }
+        let started = ContinuousClock.now
+        _ = try await chain.load(request)  // stale, and a refresh starts
+        await cache.reset()
+        #expect(ContinuousClock.now - started < .seconds(10), "the stale answer did not wait for the refresh")
+        #expect(await Timing.eventually { slow.cancelled.withLock { $0 } == 1 }, "the refresh was cancelled")
+        #expect(cache.usage.entries == 0)
+    }
+
+    @Test("5861 §4: stale-if-error answers when the origin fails with 503 or does not answer; past the window, the failure")
+    func staleIfError() async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache)
+        let key = uniqueKey()
+        let request = try cacheRequest(key, ["max_age": "1", "sie": "60"])
+        let first = try await chain.load(request)
+        try await Self.setFailing(key, true)
+        clock.advance(5)
+        let rescued = try await chain.load(request)
+        #expect(rescued.status == .ok && rescued.body == first.body)
+        #expect(cache.statistics.staleIfError == 1)
+        clock.advance(100)
+        let failed = try await chain.load(request)
+        #expect(failed.status == .serviceUnavailable)
+        try await Self.setFailing(key, false)
+
+        // No answer at all: a transport that cannot connect.
+        let unreachable = EnvironmentMiddleware(try await TestServer.environment()) --> cache --> FailingLoader()
+        let noOrigin = try cacheRequest(uniqueKey(), ["max_age": "1", "sie": "60"])
+        _ = try await chain.load(noOrigin)
+        clock.advance(5)
+        let fromCache = try await unreachable.load(noOrigin)
+        #expect(fromCache.status == .ok && cache.statistics.staleIfError == 2)
+        clock.advance(100)
+        await #expect(throws: CatenaError.self) { try await unreachable.load(noOrigin) }
+    }
+
+    @Test("9111 §4.4: a write drops its Location's and Content-Location's entries on its origin, not another's")
+    func invalidation() async throws {
+        let cache = CacheMiddleware()
+        let chain = try await Self.chain(cache)
+        let (a, b, c) = (uniqueKey(), uniqueKey(), uniqueKey())
+        for key in [a, b, c] { _ = try await chain.load(try cacheRequest(key, ["max_age": "60"])) }
+        let write = try APIRequest(
+            .post, path: ["api", "cache-write"],
+            query: [
+                URLQueryItem(name: "location", value: "/api/cache/\(a)?max_age=60"),
+                URLQueryItem(name: "content_location", value: "http://other.invalid/api/cache/\(c)?max_age=60"),
+            ])
+        #expect(try await chain.load(write).status == .created)
+        for key in [a, b, c] { _ = try await chain.load(try cacheRequest(key, ["max_age": "60"])) }
+        #expect(try await cacheStats(a) == CacheStats(full: 2, notModified: 0), "the Location's entry went")
+        #expect(try await cacheStats(b) == CacheStats(full: 1, notModified: 0))
+        #expect(try await cacheStats(c) == CacheStats(full: 1, notModified: 0), "another origin's name drops nothing")
+    }
+}
+
+/// Passes calls on after `delay`; counts the calls cancelled while they waited.
+private final class SlowLoader: HTTPLoader {
+    let inner: any HTTPLoader
+    let delay = Locked<Duration>(.zero)
+    let cancelled = Locked(0)
+
+    init(inner: any HTTPLoader) { self.inner = inner }
+
+    func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        let wait = delay.withLock { $0 }
+        if wait > .zero {
+            do {
+                try await Task.sleep(for: wait)
+            } catch {
+                cancelled.withLock { $0 += 1 }
+                throw CatenaError(.cancelled, request: request)
+            }
+        }
+        return try await inner.load(request)
+    }
+}
+
+/// Never reaches a server: every call fails as a refused connection would.
+private struct FailingLoader: HTTPLoader {
+    func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        throw CatenaError(.cannotConnect, request: request)
+    }
+}
+
+/// An origin whose clock runs `behind` seconds late: `max-age=60` answers dated then.
+private final class DatedLoader: HTTPLoader {
+    let behind: TimeInterval
+    let calls = Locked(0)
+
+    init(behind: TimeInterval) { self.behind = behind }
+
+    func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse {
+        calls.withLock { $0 += 1 }
+        return APIResponse(
+            status: .ok, headerFields: [.cacheControl: "max-age=60", .date: HTTPDate.format(Date().addingTimeInterval(-behind))],
+            body: Data("dated".utf8), request: request)
+    }
+}

@@ -129,6 +129,8 @@ struct RequestCommandTests {
         #expect(missing.text.hasPrefix("HTTP 504"), "\(missing.text)")
         let without = try await CatenaCommandLine.run(["get", url, "--offline", "--transport", transport], environment: ["CATENA_CACHE": ""])
         #expect(without.status != 0 && without.errors.contains("--offline answers from the cache"), "\(without.errors)")
+        let after = try await TransportKind.asyncHTTPClient.make().load(try APIRequest(.get, urlString: try await base() + "/api/cache-stats/\(key)"))
+        #expect(try JSONSerialization.jsonObject(with: after.body) as? [String: Int] == counts, "offline asked no one")
     }
 
     @Test("catena post --json sends the text as given, with its type; -i prints the head first", arguments: transports)

@@ -29,17 +29,18 @@ struct CacheControl: Sendable, Equatable {
             let name = first.trimmingCharacters(in: .whitespaces).lowercased()
             let argument = pieces.count > 1 ? pieces[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) : nil
             switch name {
-            case "max-age": maxAge = argument.map(Self.deltaSeconds) ?? 0
+            // The first of a repeated directive counts (RFC 9111, 4.2.1).
+            case "max-age": maxAge = maxAge ?? argument.map(Self.deltaSeconds) ?? 0
             case "no-store": noStore = true
             case "no-cache": noCache = true
             case "public": isPublic = true
             // proxy-revalidate binds shared caches only; must-revalidate binds this one.
             case "must-revalidate": mustRevalidate = true
-            case "max-stale": maxStale = argument.map(Self.deltaSeconds) ?? Self.maximumDeltaSeconds
-            case "min-fresh": minFresh = argument.map(Self.deltaSeconds) ?? 0
+            case "max-stale": maxStale = maxStale ?? argument.map(Self.deltaSeconds) ?? Self.maximumDeltaSeconds
+            case "min-fresh": minFresh = minFresh ?? argument.map(Self.deltaSeconds) ?? 0
             case "only-if-cached": onlyIfCached = true
-            case "stale-while-revalidate": staleWhileRevalidate = argument.map(Self.deltaSeconds) ?? 0
-            case "stale-if-error": staleIfError = argument.map(Self.deltaSeconds) ?? 0
+            case "stale-while-revalidate": staleWhileRevalidate = staleWhileRevalidate ?? argument.map(Self.deltaSeconds) ?? 0
+            case "stale-if-error": staleIfError = staleIfError ?? argument.map(Self.deltaSeconds) ?? 0
             default: break
             }
         }

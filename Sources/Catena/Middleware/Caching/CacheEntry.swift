@@ -125,7 +125,11 @@ struct CacheEntry: Sendable {
             fields[field.name] = field.value
         }
         if notModified.headerFields[.age] == nil { fields[.age] = nil }
-        return CacheEntry(status: status, headerFields: fields, body: body, receivedAt: now, varying: varying, varyingSecret: varyingSecret)
+        // Its age from the 304's own Age and Date: a 304 without Date must not leave the
+        // first answer's Date to count the time since as age.
+        return CacheEntry(
+            status: status, headerFields: fields, body: body, receivedAt: now, varying: varying, varyingSecret: varyingSecret,
+            initialAge: Self.initialAge(of: notModified.headerFields, arrivedAt: Date()))
     }
 
     /// The stored response, as the answer to `request`, with its current `Age`.

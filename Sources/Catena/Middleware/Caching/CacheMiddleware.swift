@@ -69,7 +69,12 @@ public struct CacheMiddleware: HTTPMiddleware {
     private let store: any CacheStore
     private let counters: CacheCounters
     /// Background revalidations (stale-while-revalidate) by entry, one at a time each.
-    private let refreshing = Locked<[String: Task<Void, Never>]>([:])
+    private let refreshing = Locked(Refreshing())
+
+    private struct Refreshing {
+        var started: UInt64 = 0
+        var tasks: [String: (id: UInt64, task: Task<Void, Never>)] = [:]
+    }
     private let now: @Sendable () -> Date
 
     /// A cache of at most `maximumBytes`, in memory, or in `directory` (made, mode 0700,
@@ -99,11 +104,13 @@ public struct CacheMiddleware: HTTPMiddleware {
 
     /// Empties the cache, its directory's entries too (statistics stay).
     public func reset() async {
-        let running = refreshing.withLock { tasks in
-            defer { tasks = [:] }
-            return Array(tasks.values)
+        let running = refreshing.withLock { state in
+            defer { state.tasks = [:] }
+            return state.tasks.values.map(\.task)
         }
+        // Waited for: a refresh that had its answer before the cancel stores nothing after.
         for task in running { task.cancel() }
+        for task in running { await task.value }
         store.removeAll()
     }
 
@@ -111,17 +118,20 @@ public struct CacheMiddleware: HTTPMiddleware {
         try requireAbsolute(request, loader: "CacheMiddleware")
         // A download's body goes to a file, not through here: never answered from the
         // cache, never stored.
+        let asked = CacheControl(request.headerFields[.cacheControl])
+        let offline = request[option: CacheOffline.self]
+        let localOnly = offline || asked.onlyIfCached
         guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
+            // Not the cache's to answer; nor the network's, when the request says so.
+            if localOnly { return unavailable(request, offline: offline) }
             return try await next.load(request)
         }
         guard request.method == .get else {
+            if localOnly { return unavailable(request, offline: offline) }
             let response = try await next.load(request)
             invalidate(after: response, of: request, address: address)
             return response
         }
-        let asked = CacheControl(request.headerFields[.cacheControl])
-        let offline = request[option: CacheOffline.self]
-        let localOnly = offline || asked.onlyIfCached
         if asked.noStore && !localOnly { return try await next.load(request) }
 
         let entry = store.entry(for: address, matching: request)
@@ -131,14 +141,7 @@ public struct CacheMiddleware: HTTPMiddleware {
             if refresh, !localOnly { refreshInBackground(entry, request, address: address, next: next) }
             return entry.response(to: request, at: now())
         }
-        if localOnly {
-            counters.count(\.unavailable)
-            request.report(.cache(.unavailable))
-            let reason = offline ? "offline" : "only-if-cached"
-            return APIResponse(
-                status: .gatewayTimeout, headerFields: [.contentType: "text/plain; charset=utf-8"],
-                body: Data("nothing usable in the cache for this request, which may not go to the network (\(reason))\n".utf8), request: request)
-        }
+        if localOnly { return unavailable(request, offline: offline) }
 
         // To the origin: a question about the entry when it has a validator, else anew.
         let stored = entry.flatMap { $0.hasValidator && !request.hasConditions ? $0 : nil }
@@ -150,7 +153,7 @@ public struct CacheMiddleware: HTTPMiddleware {
             // cache's own question, and fails it: that 304 is still the answer.
             if stored != nil, let response = error.response, response.status.code == 304 {
                 answer = response
-            } else if error.code != .cancelled, error.response.map({ Self.originFailed($0.status.code) }) ?? true,
+            } else if !Task.isCancelled, error.response.map({ Self.originFailed($0.status.code) }) ?? Self.originFailures.contains(error.code),
                 let stale = staleIfError(entry, asked: asked, request: request)
             {
                 return stale
@@ -191,7 +194,10 @@ public struct CacheMiddleware: HTTPMiddleware {
         if offline { return (.stale, false) }
         guard youngEnough else { return nil }
         if let maxStale = asked.maxStale, staleness <= TimeInterval(maxStale) { return (.stale, false) }
-        if let window = entry.directives.staleWhileRevalidate, staleness <= TimeInterval(window) { return (.stale, true) }
+        // The response's window, unless the request set its own limits.
+        if asked.maxStale == nil, asked.minFresh == nil, let window = entry.directives.staleWhileRevalidate, staleness <= TimeInterval(window) {
+            return (.stale, true)
+        }
         return nil
     }
 
@@ -209,24 +215,55 @@ public struct CacheMiddleware: HTTPMiddleware {
     /// The statuses RFC 5861 counts as the origin's failure.
     private static func originFailed(_ code: Int) -> Bool { [500, 502, 503, 504].contains(code) }
 
+    /// The errors that say the origin gave no usable answer (not the caller's doing, and
+    /// not a server that failed its identity check).
+    private static let originFailures: Set<CatenaError.Code> = [
+        .cannotConnect, .timedOut, .connectionLost, .invalidResponse, .circuitOpen, .retryBudgetExhausted,
+    ]
+
+    /// The answer to a request that may not go to the network and that the cache cannot
+    /// answer: 504, as RFC 9111 (5.2.1.7) has it.
+    private func unavailable(_ request: APIRequest, offline: Bool) -> APIResponse {
+        counters.count(\.unavailable)
+        request.report(.cache(.unavailable))
+        let reason = offline ? "offline" : "only-if-cached"
+        return APIResponse(
+            status: .gatewayTimeout, headerFields: [.contentType: "text/plain; charset=utf-8"],
+            body: Data("nothing usable in the cache for this request, which may not go to the network (\(reason))\n".utf8), request: request)
+    }
+
     /// Revalidates `entry` for `request` once at a time per entry, in a task of its own
-    /// that ``reset()`` cancels; the caller already has the stale answer.
+    /// that ``reset()`` cancels and waits for; the caller already has the stale answer.
+    /// At most 64 run at once: past that, an entry waits for its next stale answer.
     private func refreshInBackground(_ entry: CacheEntry, _ request: APIRequest, address: String, next: some HTTPLoader) {
-        // The call has ended for its observers (a span, a log line): the refresh reports to none.
+        // The call has ended: no observer (a span, a log line), no trace, no question of
+        // the caller's own (its If-None-Match would make the 304 the cache's answer).
         let quiet = { (request: APIRequest) in
             var quiet = request
             quiet[option: CallObservers.self] = []
+            for name in ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "traceparent", "tracestate"] {
+                if let field = HTTPField.Name(name) { quiet.headerFields[field] = nil }
+            }
             return quiet
         }(request)
         let key = address + "\u{0}" + request.identityFingerprint
         let cache = self
-        refreshing.withLock { tasks in
-            guard tasks[key] == nil else { return }
-            // Taken under the lock the task's own removal waits for: never removed before it is added.
-            tasks[key] = Task {
-                await cache.revalidate(entry, quiet, address: address, next: next)
-                _ = cache.refreshing.withLock { $0.removeValue(forKey: key) }
-            }
+        refreshing.withLock { state in
+            guard state.tasks[key] == nil, state.tasks.count < 64 else { return }
+            state.started += 1
+            let id = state.started
+            // Detached: nothing of the finished call's task-locals (its trace). Made under
+            // the lock its own removal takes, so never removed before it is added; removed
+            // by its id, so never another refresh's of the same key after a reset.
+            state.tasks[key] = (
+                id,
+                Task.detached {
+                    await cache.revalidate(entry, quiet, address: address, next: next)
+                    cache.refreshing.withLock { state in
+                        if state.tasks[key]?.id == id { state.tasks[key] = nil }
+                    }
+                }
+            )
         }
     }
 

@@ -37,5 +37,19 @@ let again = try await chain.load(checked)
 print(again.status, cache.statistics.revalidated)  // 200 OK 1
 // snippet.end
 
+// snippet.disk
+// In a directory, the entries outlive the process: a second cache on it (the next run
+// of a program) answers without the network. Offline, whatever an entry's age.
+let directory = FileManager.default.temporaryDirectory.appending(path: "catena-snippet-\(UUID().uuidString)")
+let firstRun = EnvironmentMiddleware(environment) --> CacheMiddleware(directory: directory) --> AsyncHTTPClientTransport()
+_ = try await firstRun.load(fresh)
+let nextRun = CacheMiddleware(directory: directory)
+var offline = fresh
+offline[option: CacheOffline.self] = true
+let remembered = try await (EnvironmentMiddleware(environment) --> nextRun --> AsyncHTTPClientTransport()).load(offline)
+print(remembered.status, nextRun.statistics.hits)  // 200 OK 1
+// snippet.end
+
 // snippet.hide
+try? FileManager.default.removeItem(at: directory)
 await server.stop()

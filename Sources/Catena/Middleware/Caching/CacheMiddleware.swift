@@ -269,6 +269,9 @@ public struct CacheMiddleware: HTTPMiddleware {
 
     private func revalidate(_ entry: CacheEntry, _ request: APIRequest, address: String, next: some HTTPLoader) async {
         let asksAbout = entry.hasValidator && !request.hasConditions
+        // Stamped when sent, not when answered: the clock may move while it runs, and an
+        // answer counted older is never served beyond its time (RFC 9111, 4.2.3).
+        let sent = now()
         let answer: APIResponse
         do {
             answer = try await next.load(asksAbout ? entry.conditional(request) : request)
@@ -279,11 +282,11 @@ public struct CacheMiddleware: HTTPMiddleware {
         // Reset while it ran, or the origin failed: the entry stays as it was.
         guard !Task.isCancelled, !Self.originFailed(answer.status.code) else { return }
         if asksAbout, answer.status.code == 304 {
-            store.put(entry.refreshed(by: answer, at: now()), for: address, request: request, limit: maximumBytes)
+            store.put(entry.refreshed(by: answer, at: sent), for: address, request: request, limit: maximumBytes)
         } else {
             keep(
                 APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request), for: request,
-                sent: answer.request, address: address)
+                sent: answer.request, address: address, at: sent)
         }
     }
 
@@ -307,6 +310,11 @@ public struct CacheMiddleware: HTTPMiddleware {
     /// for its URL.
     public func stream(_ request: APIRequest, next: some HTTPLoader) async throws(CatenaError) -> StreamedResponse {
         try requireAbsolute(request, loader: "CacheMiddleware")
+        // A stream is not the cache's to answer; nor the network's, when the request says so.
+        let offline = request[option: CacheOffline.self]
+        if offline || CacheControl(request.headerFields[.cacheControl]).onlyIfCached {
+            return StreamedResponse(complete: unavailable(request, offline: offline))
+        }
         let streamed = try await next.stream(request)
         if let address = try? request.urlString() {
             invalidate(
@@ -318,12 +326,12 @@ public struct CacheMiddleware: HTTPMiddleware {
     /// Stores `response` unless HTTP forbids it. `sent` is the request as the loaders
     /// below sent it: placed above an auth loader, the cache sees no credentials in
     /// `request`, but the answer was still for one identity and stays private.
-    private func keep(_ response: APIResponse, for request: APIRequest, sent: APIRequest, address: String) {
+    private func keep(_ response: APIResponse, for request: APIRequest, sent: APIRequest, address: String, at arrival: Date? = nil) {
         if sent.carriesCredentials, !CacheControl(response.headerFields[.cacheControl]).isPublic {
             store.remove(address, request: request)
             return
         }
-        guard let entry = CacheEntry(response: response, request: request, receivedAt: now()) else {
+        guard let entry = CacheEntry(response: response, request: request, receivedAt: arrival ?? now()) else {
             store.remove(address, request: request)
             return
         }

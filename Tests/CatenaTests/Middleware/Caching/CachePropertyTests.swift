@@ -87,6 +87,8 @@ struct CachePropertyTests {
                 Issue.record("a 200 reported unavailable: \(context)")
             }
         }
+        // No refresh outlives the run (its directory, the origin's random draws).
+        await cache.reset()
     }
 }
 

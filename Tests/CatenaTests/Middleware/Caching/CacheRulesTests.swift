@@ -128,6 +128,9 @@ struct CacheRulesTests {
         let stored = try await chain.load(Self.asking(request, "only-if-cached"))
         #expect(stored.status == .ok)
         #expect(cache.statistics.unavailable == 1 && cache.statistics.hits == 1)
+        // A stream, too, never reaches the network.
+        let streamed = try await chain.stream(Self.asking(try cacheRequest(uniqueKey(), ["max_age": "60"]), "only-if-cached"))
+        #expect(streamed.status == .gatewayTimeout)
         #expect(try await cacheStats(key) == CacheStats(full: 1, notModified: 0))
     }
 

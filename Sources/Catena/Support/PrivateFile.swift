@@ -16,8 +16,7 @@ enum PrivateFile {
     /// (a token must survive a power cut; a cache entry that does not is only a miss).
     /// Returns nil, or the `errno` that stopped it.
     static func write(_ data: Data, to target: String, directory: String, durable: Bool) -> Int32? {
-        let name = String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! })
-        let temporary = directory + "/." + name + ".tmp"
+        let temporary = directory + "/." + OAuth2Client.randomToken().prefix(12) + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return errno }
         var written = 0

@@ -95,9 +95,9 @@ struct ResumableFile {
 
     /// FNV-1a, 64 bits: stable across processes, unlike Hasher.
     private static func hash(_ text: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return String(hash, radix: 16)
+        var hash = FNV1a()
+        hash.add(text.utf8)
+        return String(hash.value, radix: 16)
     }
 
     /// `scheme://host:port` of the request as finally sent.

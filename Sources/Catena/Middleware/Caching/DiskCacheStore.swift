@@ -50,13 +50,13 @@ final class DiskCacheStore: CacheStore {
     }
 
     func entry(for address: String, matching request: APIRequest) -> CacheEntry? {
-        guard let name = name(address, request) else { return nil }
+        guard let (name, seal) = file(address, request) else { return nil }
         let path = directory.path + "/" + name
         // `put` writes no file larger than the bound: a larger one is not the cache's.
         switch PrivateFile.read(path, maximumBytes: maximumBytes) {
         case .read(let data):
-            guard let entry = CacheEntry(archived: data, key: name, secret: secret(name)) else {
-                discard(name)
+            guard let entry = CacheEntry(archived: data, key: name, secret: seal) else {
+                remove(files: [name])
                 return nil
             }
             guard entry.matches(request) else { return nil }
@@ -72,7 +72,7 @@ final class DiskCacheStore: CacheStore {
             }
             return entry
         case .refused:
-            discard(name)
+            remove(files: [name])
             return nil
         case .missing, .failed:
             forget([name])
@@ -81,12 +81,12 @@ final class DiskCacheStore: CacheStore {
     }
 
     func put(_ entry: CacheEntry, for address: String, request: APIRequest, limit: Int) {
-        guard let name = name(address, request) else { return }
-        guard let data = entry.archived(key: name, secret: secret(name)), data.count <= limit,
+        guard let (name, seal) = file(address, request) else { return }
+        guard let data = entry.archived(key: name, secret: seal), data.count <= limit,
             PrivateFile.write(data, to: directory.path + "/" + name, directory: directory.path, durable: false) == nil
         else {
             // Too large, or the disk refused: the entry it replaces is out of date.
-            discard(name)
+            remove(files: [name])
             return
         }
         let victims = state.withLock { state in
@@ -101,8 +101,8 @@ final class DiskCacheStore: CacheStore {
     }
 
     func remove(_ address: String, request: APIRequest) {
-        guard let name = name(address, request) else { return }
-        discard(name)
+        guard let (name, _) = file(address, request) else { return }
+        remove(files: [name])
     }
 
     func removeAll(forAddress address: String) {
@@ -120,9 +120,10 @@ final class DiskCacheStore: CacheStore {
 
     // MARK: Files
 
-    /// The file for `address` and who `request` speaks for; nil when the directory
+    /// The file for `address` and who `request` speaks for, and the secret its `Vary`
+    /// values are sealed with (the directory's and the name); nil when the directory
     /// cannot be used.
-    private func name(_ address: String, _ request: APIRequest) -> String? {
+    private func file(_ address: String, _ request: APIRequest) -> (name: String, seal: [UInt8])? {
         guard let secret = prepared() else { return nil }
         let material = request.identityMaterial
         let who: String
@@ -137,12 +138,8 @@ final class DiskCacheStore: CacheStore {
             }
             who = String(Self.hex(SHA256.hash(bytes)).prefix(32))
         }
-        return Self.hex(SHA256.hash(Array(address.utf8))) + "-" + who + Self.suffix
-    }
-
-    /// The secret entry files seal their `Vary` values with: the directory's, once known.
-    private func secret(_ name: String) -> [UInt8] {
-        state.withLock { $0.secret } + Array(name.utf8)
+        let name = Self.hex(SHA256.hash(Array(address.utf8))) + "-" + who + Self.suffix
+        return (name, secret + Array(name.utf8))
     }
 
     /// The directory's secret, once the directory is ready and indexed; nil when it
@@ -246,11 +243,6 @@ final class DiskCacheStore: CacheStore {
 
     private func entryNames() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(Self.suffix) && !$0.hasPrefix(".") }
-    }
-
-    /// Removes a file that is no (longer a) usable entry.
-    private func discard(_ name: String) {
-        remove(files: [name])
     }
 
     private func remove(files names: [String]) {

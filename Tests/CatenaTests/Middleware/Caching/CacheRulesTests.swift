@@ -58,11 +58,11 @@ struct CacheRulesTests {
         #expect(cache.statistics.hits == 1 && cache.statistics.misses == 2)
     }
 
-    @Test("9111 §5.2.1.1: the request's max-age sends an older answer to the origin; max-age=0 always")
-    func requestMaxAge() async throws {
+    @Test("9111 §5.2.1.1: the request's max-age sends an older answer to the origin; max-age=0 always", arguments: TransportKind.allCases)
+    func requestMaxAge(kind: TransportKind) async throws {
         let clock = TestClock()
         let cache = CacheMiddleware(now: clock.read)
-        let chain = try await Self.chain(cache)
+        let chain = try await Self.chain(cache, kind)
         let key = uniqueKey()
         let request = try cacheRequest(key, ["max_age": "60"])
         _ = try await chain.load(request)
@@ -90,11 +90,11 @@ struct CacheRulesTests {
         #expect(cache.statistics.revalidated == 1)
     }
 
-    @Test("9111 §5.2.1.2 and §5.2.2.2: max-stale takes a stale answer without the origin, unless it says must-revalidate")
-    func maxStale() async throws {
+    @Test("9111 §5.2.1.2 and §5.2.2.2: max-stale takes a stale answer without the origin, unless it says must-revalidate", arguments: TransportKind.allCases)
+    func maxStale(kind: TransportKind) async throws {
         let clock = TestClock()
         let cache = CacheMiddleware(now: clock.read)
-        let chain = try await Self.chain(cache)
+        let chain = try await Self.chain(cache, kind)
         let key = uniqueKey()
         let request = try cacheRequest(key, ["max_age": "10"])
         _ = try await chain.load(request)
@@ -220,11 +220,11 @@ struct CacheRulesTests {
         #expect(cache.statistics.stored == 1, "the refresh's answer was not stored after the reset")
     }
 
-    @Test("5861 §4: stale-if-error answers when the origin fails with 503 or does not answer; past the window, the failure")
-    func staleIfError() async throws {
+    @Test("5861 §4: stale-if-error answers when the origin fails with 503 or does not answer; past the window, the failure", arguments: TransportKind.allCases)
+    func staleIfError(kind: TransportKind) async throws {
         let clock = TestClock()
         let cache = CacheMiddleware(now: clock.read)
-        let chain = try await Self.chain(cache)
+        let chain = try await Self.chain(cache, kind)
         let key = uniqueKey()
         let request = try cacheRequest(key, ["max_age": "1", "sie": "60"])
         let first = try await chain.load(request)
@@ -260,10 +260,10 @@ struct CacheRulesTests {
         #expect(cache.statistics.staleIfError == 2)
     }
 
-    @Test("9111 §4.4: a write drops its Location's and Content-Location's entries on its origin, not another's")
-    func invalidation() async throws {
+    @Test("9111 §4.4: a write drops its Location's and Content-Location's entries on its origin, not another's", arguments: TransportKind.allCases)
+    func invalidation(kind: TransportKind) async throws {
         let cache = CacheMiddleware()
-        let chain = try await Self.chain(cache)
+        let chain = try await Self.chain(cache, kind)
         let (a, b, c) = (uniqueKey(), uniqueKey(), uniqueKey())
         for key in [a, b] { _ = try await chain.load(try cacheRequest(key, ["max_age": "60"])) }
         // The same server under another name is another origin: its entry stays.

@@ -48,6 +48,15 @@ enum LocalProcess {
         return pid
     }
 
+    /// Runs `arguments` through env (so the python3 on PATH, the one `.ci/run` installed
+    /// packages for) and returns its exit status, -1 when a signal ended it.
+    static func exitStatus(_ arguments: [String]) throws -> Int32 {
+        let pid = try spawn("/usr/bin/env", arguments)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
+    }
+
     /// Whether the child `pid` is still running (reaped here when it has ended).
     static func isRunning(_ pid: pid_t) -> Bool {
         var status: Int32 = 0

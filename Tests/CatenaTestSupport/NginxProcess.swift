@@ -96,10 +96,12 @@ final class NginxProcess: Sendable {
     }
 
     /// A file nginx serves from its root.
-    func write(_ data: Data, at path: String) throws {
+    func write(_ data: Data, at path: String, modified: Date? = nil) throws {
         let url = directory.appending(path: "html").appending(path: path)
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         try data.write(to: url)
+        // nginx's Last-Modified is the file's modification time.
+        if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: url.path) }
     }
 
     /// Each request that reached it so far: when (seconds since 1970), status, method and URI.

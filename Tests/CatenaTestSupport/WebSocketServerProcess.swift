@@ -26,7 +26,7 @@ final class WebSocketServerProcess: Sendable {
     static let testsRun = isInstalled || ProcessInfo.processInfo.environment["CI"] != nil
 
     static var isInstalled: Bool {
-        (try? run(["python3", "-c", "import websockets.asyncio.server"])) == 0
+        (try? LocalProcess.exitStatus(["python3", "-c", "import websockets.asyncio.server"])) == 0
     }
 
     /// A `ws://` (or with `certificatePEM` and `keyPEM`, `wss://`) URL of `path` on it.
@@ -68,13 +68,5 @@ final class WebSocketServerProcess: Sendable {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    /// Runs `arguments` through env and returns its exit status.
-    private static func run(_ arguments: [String]) throws -> Int32 {
-        let pid = try LocalProcess.spawn("/usr/bin/env", arguments)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
     }
 }

@@ -66,13 +66,16 @@ enum CacheRoutes {
         let failing = Locked<Set<String>>([])
         let api = router.group("api")
 
-        // A resource to test caches with. Query: `max_age`, `expires` (seconds ahead, or
+        // A resource to test caches with (GET and HEAD). Query: `max_age`, `expires` (seconds ahead, or
         // a raw value), `no_store`, `no_cache`,
         // `public`, `etag=0`, `last_modified=0`, `vary` (a header name), `size` (body
         // bytes), `swr` and `sie` (stale-while-revalidate, stale-if-error seconds),
-        // `must_revalidate`, `age` (an Age field). (Its `Date` is Hummingbird's: now.) The body names the key and counts full answers, so a client can tell
+        // `must_revalidate`, `age` (an Age field), `modified_ago` (seconds; else its
+        // Last-Modified is months old). (Its `Date` is Hummingbird's: now.) The body names the key and counts full answers, so a client can tell
         // a cached body from a new one.
-        api.get("cache/:key") { request, context in
+        // Bumped by `POST /api/cache-change/{key}`: the body, and so the ETag, changes.
+        let revisions = Locked<[String: Int]>([:])
+        let answer: @Sendable (Request, DemoRoutes.Context) -> Response = { request, context in
             let key = context.parameters.get("key") ?? "default"
             let query = request.uri.queryParameters
             var directives: [String] = []
@@ -102,14 +105,36 @@ enum CacheRoutes {
             // The body only changes when asked to (`version`), so validators stay stable.
             let version = query.get("version") ?? "1"
             let padding = String(repeating: "x", count: size)
-            let body = ByteBuffer(string: #"{"key":"\#(key)","version":"\#(version)","padding":"\#(padding)"}"#)
+            let revision = revisions.withLock { $0[key] }.map { #","revision":\#($0)"# } ?? ""
+            let body = ByteBuffer(string: #"{"key":"\#(key)","version":"\#(version)"\#(revision),"padding":"\#(padding)"}"#)
+            // `modified_ago`: a Last-Modified that many seconds before now (for the heuristic).
+            let modified = query.get("modified_ago", as: Double.self).flatMap {
+                $0.isFinite && abs($0) < 1e9 ? LastModified(Date().addingTimeInterval(-$0)) : nil
+            }
             let response = cacheable(
                 request, body: body, cacheControl: directives.isEmpty ? nil : directives.joined(separator: ", "),
-                eTag: tagged, lastModified: dated ? .data : nil, extra: extra)
+                eTag: tagged, lastModified: dated ? modified ?? .data : nil, extra: extra)
+            // HEAD: the GET's fields, Content-Length too, and no body (RFC 9110, 9.3.2); not counted.
+            guard request.method != .head else {
+                var headers = response.headers
+                if response.status == .ok { headers[.contentLength] = String(body.readableBytes) }
+                return Response(status: response.status, headers: headers)
+            }
             counts.withLock { table in
                 if response.status == .notModified { table[key, default: (0, 0)].notModified += 1 } else { table[key, default: (0, 0)].full += 1 }
             }
             return response
+        }
+        api.get("cache/:key", use: answer)
+        api.head("cache/:key", use: answer)
+
+        api.post("cache-change/:key") { _, context in
+            let key = context.parameters.get("key") ?? "default"
+            let revision = revisions.withLock { table in
+                table[key, default: 0] += 1
+                return table[key] ?? 0
+            }
+            return DemoRoutes.rawJSON(#"{"revision":\#(revision)}"#, status: .ok)
         }
 
         // `on=1` makes `/api/cache/{key}` answer 503 until `on=0`.

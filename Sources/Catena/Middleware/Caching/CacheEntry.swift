@@ -20,6 +20,7 @@ struct CacheEntry: Sendable {
     /// the server's `Date` shares, not the cache's `now` (which tests move), and kept.
     let initialAge: TimeInterval
 
+    /// Statuses stored; all of them heuristically cacheable too (RFC 9110, 15.1).
     static let cacheableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 410]
 
     /// The entry for `response`, or nil when HTTP says it may not be stored.
@@ -32,7 +33,7 @@ struct CacheEntry: Sendable {
         var varying: [HTTPField.Name: String] = [:]
         for name in (response.headerFields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
             guard name != "*", let field = HTTPField.Name(name) else { return nil }
-            varying[field] = request.headerFields[field] ?? ""
+            varying[field] = Self.normalised(request.headerFields[field], of: field)
         }
         self.status = response.status
         self.headerFields = response.headerFields
@@ -67,17 +68,26 @@ struct CacheEntry: Sendable {
 
     var hasValidator: Bool { headerFields[.eTag] != nil || headerFields[.lastModified] != nil }
 
-    /// How long the response stays fresh, in seconds: `max-age`, else `Expires` - `Date`.
-    /// Worked out once per stored response (dates are costly to parse), not per lookup.
+    /// How long the response stays fresh, in seconds: `max-age`, else `Expires` - `Date`,
+    /// else the heuristic of RFC 9111, 4.2.2. Worked out once per stored response (dates
+    /// are costly to parse), not per lookup.
     static func lifetime(of fields: HTTPFields, directives: CacheControl, receivedAt: Date) -> TimeInterval {
         if let maxAge = directives.maxAge { return TimeInterval(maxAge) }
+        let date = fields[.date].flatMap(HTTPDate.parse) ?? receivedAt
         if let expires = fields[.expires] {
             guard let expiry = HTTPDate.parse(expires) else { return 0 }  // an invalid Expires means "already expired"
-            let date = fields[.date].flatMap(HTTPDate.parse) ?? receivedAt
             return max(0, expiry.timeIntervalSince(date))
         }
-        return 0
+        // No explicit lifetime: a tenth of how long it had not changed when sent (4.2.2;
+        // every status stored here is heuristically cacheable), at most a day, so that
+        // an old file is not kept for months.
+        guard let modified = fields[.lastModified].flatMap(HTTPDate.parse) else { return 0 }
+        let unchanged = date.timeIntervalSince(modified)
+        return unchanged.isFinite ? min(max(0, unchanged / 10), Self.heuristicCeiling) : 0
     }
+
+    /// The longest a heuristic lifetime runs: a day.
+    static let heuristicCeiling: TimeInterval = 86_400
 
     /// The corrected initial age (RFC 9111, 4.2.3), less the response delay, which a
     /// client on the same network as its answer's arrival leaves out.
@@ -105,10 +115,42 @@ struct CacheEntry: Sendable {
 
     func matches(_ request: APIRequest) -> Bool {
         varying.allSatisfy { name, value in
-            let asked = request.headerFields[name] ?? ""
+            let asked = Self.normalised(request.headerFields[name], of: name)
             return varyingSecret.map { Self.sealed(asked, with: $0) == value } ?? (asked == value)
         }
     }
+
+    /// A request field's value as `Vary` compares it (RFC 9111, 4.1): its lines combined
+    /// (HTTPFields does that) and its outer whitespace gone; for the `Accept` fields,
+    /// whose tokens hold no whitespace, every space outside quotes and every empty list
+    /// element gone, and the case of those that ignore it lowered. No reordering: a
+    /// value that only differs in order costs a miss, never a wrong answer.
+    static func normalised(_ value: String?, of name: HTTPField.Name) -> String {
+        guard let value else { return "" }
+        let field = name.canonicalName
+        guard field.hasPrefix("accept"), Self.listFields.contains(field) else { return value.trimmingCharacters(in: .whitespaces) }
+        let lower = field != "accept"
+        var elements: [String] = []
+        var element = ""
+        var quoted = false
+        var escaped = false
+        for character in value {
+            if quoted {
+                element.append(character)
+                if escaped { escaped = false } else if character == "\\" { escaped = true } else if character == "\"" { quoted = false }
+            } else if character == "," {
+                if !element.isEmpty { elements.append(element) }
+                element = ""
+            } else if character != " ", character != "\t" {
+                if character == "\"" { quoted = true }
+                if lower { element += character.lowercased() } else { element.append(character) }
+            }
+        }
+        if !element.isEmpty { elements.append(element) }
+        return elements.joined(separator: ",")
+    }
+
+    private static let listFields: Set<String> = ["accept", "accept-charset", "accept-encoding", "accept-language"]
 
     /// `request` asking the server whether this entry is still current.
     func conditional(_ request: APIRequest) -> APIRequest {

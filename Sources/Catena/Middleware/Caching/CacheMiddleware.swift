@@ -15,6 +15,10 @@ import HTTPTypes
 ///   `If-None-Match` / `If-Modified-Since`; a 304 refreshes the entry and returns it.
 /// - Freshness counts the response's age from its `Age` and its `Date`, and the
 ///   request's `max-age`, `min-fresh`, `max-stale`, `no-cache` and `only-if-cached`.
+///   A response with neither `max-age` nor `Expires` but a `Last-Modified` stays fresh
+///   for a tenth of the time it had not changed, at most a day (RFC 9111, 4.2.2).
+/// - `Vary` compares the named request fields with their whitespace (and, for the
+///   `Accept` fields, case) normalised; `Vary: *` is never stored.
 /// - A stale entry answers at once within the response's `stale-while-revalidate`
 ///   (RFC 5861), while one revalidation per entry runs in the background; within
 ///   `stale-if-error`, it answers when the origin fails (a 500, 502, 503 or 504, or
@@ -22,7 +26,8 @@ import HTTPTypes
 /// - ``CacheOffline`` answers from the cache whatever an entry's age, without the
 ///   network; with nothing usable, as `only-if-cached` does: 504 Gateway Timeout.
 /// - A successful POST, PUT, PATCH or DELETE drops the entries for its URL, and for
-///   its answer's `Location` and `Content-Location` on the same origin.
+///   its answer's `Location` and `Content-Location` on the same origin. A HEAD's 200
+///   refreshes the stored GET when its validators and length agree, else drops it.
 /// - When the stored bodies and header fields pass ``maximumBytes``, the least
 ///   recently used entries go.
 /// - Given a `directory`, the entries are files there and outlive the process: the next
@@ -129,7 +134,11 @@ public struct CacheMiddleware: HTTPMiddleware {
         guard request.method == .get else {
             if localOnly { return unavailable(request, offline: offline) }
             let response = try await next.load(request)
-            invalidate(after: response, of: request, address: address)
+            if request.method == .head {
+                update(after: response, of: request, address: address)
+            } else {
+                invalidate(after: response, of: request, address: address)
+            }
             return response
         }
         if asked.noStore && !localOnly { return try await next.load(request) }
@@ -287,6 +296,22 @@ public struct CacheMiddleware: HTTPMiddleware {
             keep(
                 APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request), for: request,
                 sent: answer.request, address: address, at: sent)
+        }
+    }
+
+    /// A HEAD's 200 updates the stored GET it could have chosen when the validators it
+    /// carries and its `Content-Length` agree with it; otherwise that entry is dropped,
+    /// as it may be out of date (RFC 9111, 4.3.5, which allows either).
+    private func update(after head: APIResponse, of request: APIRequest, address: String) {
+        guard head.status.code == 200, let entry = store.entry(for: address, matching: request) else { return }
+        let length = entry.headerFields[.contentLength] ?? String(entry.body.count)
+        // A field the HEAD did not send cannot disagree.
+        let same = { (name: HTTPField.Name, stored: String?) in head.headerFields[name].map { $0 == stored } ?? true }
+        let agrees = same(.eTag, entry.headerFields[.eTag]) && same(.lastModified, entry.headerFields[.lastModified]) && same(.contentLength, length)
+        if agrees {
+            store.put(entry.refreshed(by: head, at: now()), for: address, request: request, limit: maximumBytes)
+        } else {
+            store.remove(address, request: request)
         }
     }
 

@@ -23,6 +23,79 @@ struct CacheRulesTests {
             try APIRequest(.post, path: ["api", "cache-fail", key], query: [URLQueryItem(name: "on", value: on ? "1" : "0")]))
     }
 
+    @Test("9111 §4.2.2: without max-age or Expires, a tenth of the time since Last-Modified, at most a day", arguments: TransportKind.allCases)
+    func heuristicFreshness(kind: TransportKind) async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache, kind)
+        // Unchanged for 100 s when sent: fresh for 10 s.
+        let recent = uniqueKey()
+        let request = try cacheRequest(recent, ["modified_ago": "100"])
+        _ = try await chain.load(request)
+        clock.advance(5)
+        _ = try await chain.load(request)
+        #expect(cache.statistics.hits == 1, "5 s into 10")
+        clock.advance(10)
+        _ = try await chain.load(request)
+        #expect(cache.statistics.revalidated == 1, "15 s: past a tenth of 100 s")
+        #expect(try await cacheStats(recent) == CacheStats(full: 1, notModified: 1))
+
+        // Unchanged for months: fresh for a day, not for weeks.
+        let old = try cacheRequest(uniqueKey())
+        _ = try await chain.load(old)
+        clock.advance(86_000)
+        _ = try await chain.load(old)
+        #expect(cache.statistics.hits == 2, "within the day")
+        clock.advance(500)
+        _ = try await chain.load(old)
+        #expect(cache.statistics.revalidated == 2, "past the day")
+
+        // An explicit lifetime, even 0, leaves no room for the heuristic.
+        let explicit = uniqueKey()
+        let zero = try cacheRequest(explicit, ["max_age": "0"])
+        _ = try await chain.load(zero)
+        _ = try await chain.load(zero)
+        #expect(try await cacheStats(explicit) == CacheStats(full: 1, notModified: 1))
+    }
+
+    @Test("9111 §4.1: Vary compares the fields it names with whitespace and case normalised, not their order", arguments: TransportKind.allCases)
+    func varyNormalised(kind: TransportKind) async throws {
+        let cache = CacheMiddleware()
+        let chain = try await Self.chain(cache, kind)
+        let key = uniqueKey()
+        let asking = { (language: String) in try cacheRequest(key, ["max_age": "60", "vary": "Accept-Language"], headers: [.acceptLanguage: language]) }
+        _ = try await chain.load(try asking("en-US, fr;q=0.5"))
+        _ = try await chain.load(try asking("en-us,fr; q=0.5 "))
+        #expect(cache.statistics.hits == 1, "the same list, spaced and cased otherwise")
+        _ = try await chain.load(try asking("fr;q=0.5, en-US"))
+        #expect(cache.statistics.hits == 1 && cache.statistics.misses == 2, "another order is another value")
+        #expect(try await cacheStats(key) == CacheStats(full: 2, notModified: 0))
+    }
+
+    @Test("9111 §4.3.5: a HEAD's 200 refreshes the stored GET when its validators agree, and drops it when they do not", arguments: TransportKind.allCases)
+    func headUpdatesGet(kind: TransportKind) async throws {
+        let clock = TestClock()
+        let cache = CacheMiddleware(now: clock.read)
+        let chain = try await Self.chain(cache, kind)
+        let key = uniqueKey()
+        let get = try cacheRequest(key, ["max_age": "60"])
+        var head = get
+        head.method = .head
+        _ = try await chain.load(get)
+        clock.advance(50)
+        #expect(try await chain.load(head).status == .ok)
+        clock.advance(30)  // 80 s after the GET, 30 s after the HEAD that refreshed it
+        let hit = try await chain.load(get)
+        #expect(cache.statistics.hits == 1 && ageIsAbout(hit, 30), "refreshed by the HEAD: \(hit.headerFields[.age] ?? "no Age")")
+
+        // The resource changes: the HEAD's ETag disagrees, and the stored GET goes.
+        _ = try await TransportKind.asyncHTTPClient.chain().load(try APIRequest(.post, path: ["api", "cache-change", key]))
+        _ = try await chain.load(head)
+        let fresh = try await chain.load(get)
+        #expect(String(decoding: fresh.body, as: UTF8.self).contains(#""revision":1"#), "the new body, not the dropped entry")
+        #expect(try await cacheStats(key) == CacheStats(full: 2, notModified: 0))
+    }
+
     @Test("9111 §4.2.3: an Age from upstream counts toward the answer's age")
     func ageCounts() async throws {
         let clock = TestClock()

@@ -44,12 +44,13 @@ enum CatenaCommandLine {
     }
 
     /// Runs `catena arguments…`, standard input from `input` (or nothing), and waits
-    /// at most 60 s for it to end.
+    /// at most 60 s for it to end. With a `wrapper` (a program and its arguments), runs
+    /// that, with catena's path and `arguments` after it.
     ///
     /// `during` runs while the command does, with a way to read what it has printed so
     /// far: to answer a prompt it printed (approve a device code at a provider, say).
     static func run(
-        _ arguments: [String], input: Data? = nil, environment: [String: String] = [:],
+        _ arguments: [String], input: Data? = nil, environment: [String: String] = [:], wrapper: [String] = [],
         during: (@Sendable (_ printed: @Sendable () -> String) async throws -> Void)? = nil
     ) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("catena-cli-\(UUID().uuidString)")
@@ -60,8 +61,13 @@ enum CatenaCommandLine {
         try Data().write(to: err)
         try (input ?? Data()).write(to: inFile)
         let process = Process()
-        process.executableURL = try executable()
-        process.arguments = arguments
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = wrapper.dropFirst() + [try executable().path] + arguments
+        } else {
+            process.executableURL = try executable()
+            process.arguments = arguments
+        }
         // A developer's own proxy variables never steer a test's call: only those it gives.
         let proxyVariables: Set = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
         process.environment = ProcessInfo.processInfo.environment.filter { !proxyVariables.contains($0.key.lowercased()) }.merging(environment) { $1 }

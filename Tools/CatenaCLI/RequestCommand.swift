@@ -277,6 +277,9 @@ struct RequestCall: ParsableArguments {
         } catch let failure as CommandFailure {
             StandardError.writeText("error: \(failure.description)\n")
             status = .invalidInput
+        } catch let failure as OutputFailure {
+            StandardError.writeText("error: \(failure.description)\n")
+            status = .writeFailed
         } catch let error as CatenaError {
             StandardError.writeText("error: \(TerminalText.escaped(error.description.replacingOccurrences(of: "\n", with: " ")))\n")
             status = ExitStatus.of(error)
@@ -365,11 +368,11 @@ struct RequestCall: ParsableArguments {
         let response = try result.get()
         if include {
             let head = headText(status: response.status, fields: response.headerFields, redaction: redaction)
-            FileHandle.standardOutput.write(Data((FileHandle.standardOutputIsTerminal ? TerminalText.escaped(head) : head).utf8))
+            try StandardOutput.write(Data((FileHandle.standardOutputIsTerminal ? TerminalText.escaped(head) : head).utf8))
         }
         var status = ExitStatus.of(status: response.status.code)
         if output == "-" {
-            FileHandle.standardOutput.write(response.body)
+            try StandardOutput.write(response.body)
         } else if let output {
             // A download went to the file as it came; any other body (an error's, or one
             // the HAR needed whole) is written now, as curl -o writes every body.
@@ -381,7 +384,7 @@ struct RequestCall: ParsableArguments {
                 }
             }
             StandardError.writeText("\(response.status.code) \(response.status.reasonPhrase): body written to \(output)\n")
-        } else if !writeBody(response) {
+        } else if try !writeBody(response) {
             StandardError.write(TerminalText.binaryWarning)
             status = status == .success ? .failure : status
         }
@@ -472,17 +475,17 @@ struct RequestCall: ParsableArguments {
     /// The body on standard output: raw for a pipe or a file; for a person on a
     /// terminal, JSON laid out and text with its control characters escaped, and no
     /// binary body at all (false then, as curl refuses one unless told `--output -`).
-    private func writeBody(_ response: APIResponse) -> Bool {
+    private func writeBody(_ response: APIResponse) throws(OutputFailure) -> Bool {
         guard FileHandle.standardOutputIsTerminal else {
-            FileHandle.standardOutput.write(response.body)
+            try StandardOutput.write(response.body)
             return true
         }
         guard !TerminalText.isBinary(response.body) else { return false }
         let type = response.headerFields[.contentType]?.lowercased() ?? ""
         if type.contains("json"), let text = JSONDisplay.format(response.body, colours: ProcessInfo.processInfo.environment["NO_COLOR"] == nil) {
-            FileHandle.standardOutput.write(Data(text.utf8))
+            try StandardOutput.write(Data(text.utf8))
         } else {
-            FileHandle.standardOutput.write(Data(TerminalText.escaped(String(decoding: response.body, as: UTF8.self)).utf8))
+            try StandardOutput.write(Data(TerminalText.escaped(String(decoding: response.body, as: UTF8.self)).utf8))
         }
         return true
     }

@@ -26,6 +26,8 @@ enum ExitStatus: Int32, CaseIterable {
     case webSocketClosed = 9
     /// The server's certificate was not trusted (curl's 60).
     case untrustedServer = 60
+    /// The answer could not be written out: a full disk, a closed pipe (curl's 23).
+    case writeFailed = 23
 
     static func of(status: Int) -> ExitStatus {
         switch status {
@@ -52,10 +54,30 @@ enum ExitStatus: Int32, CaseIterable {
     /// The table `--help` prints.
     static let help = """
         Exit status: 0 for a final status below 400 (2xx, or a 3xx left unfollowed); 4 for 4xx; 5 for 5xx; \
-        7 when no connection could be made or it was lost; 8 for an answer that is not usable HTTP; 28 when the call \
+        7 when no connection could be made or it was lost; 8 for an answer that is not usable HTTP; 23 when the answer \
+        could not be written out (a full disk, a closed pipe); 28 when the call \
         timed out; 35 when the TLS handshake failed; 60 when the server's certificate was not trusted; 2 for bad input (an option, header, body or file); \
         1 for anything else.
         """
+}
+
+/// Where `catena request` writes the answer. A write can fail (a full disk, a file-size
+/// limit, a closed pipe): that is an error naming why, never a trap.
+enum StandardOutput {
+    static func write(_ data: Data) throws(OutputFailure) {
+        do {
+            try FileHandle.standardOutput.write(contentsOf: data)
+        } catch {
+            let posix = ((error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError).flatMap { $0.domain == NSPOSIXErrorDomain ? $0.code : nil }
+            throw OutputFailure(
+                description: "cannot write the answer to standard output: " + (posix.map { String(cString: strerror(Int32($0))) } ?? "\(error)"))
+        }
+    }
+}
+
+/// Standard output refused the answer.
+struct OutputFailure: Error, CustomStringConvertible {
+    let description: String
 }
 
 /// Where `catena request` writes what it shows besides the body: standard error, so a

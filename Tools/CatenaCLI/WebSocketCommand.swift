@@ -76,10 +76,14 @@ struct WebSocketCommand: AsyncParsableCommand {
             await socket.close()
         }
         defer { sending.cancel() }
+        var unwritten: OutputFailure?
         do throws(CatenaError) {
             for try await message in socket.messages {
                 lastHeard.withLock { $0 = .now }
-                Self.write(message)
+                do throws(OutputFailure) { try Self.write(message) } catch {
+                    unwritten = error
+                    break
+                }
             }
         } catch {
             guard let close = error.underlyingError as? WebSocketClose else { throw error }
@@ -89,20 +93,21 @@ struct WebSocketCommand: AsyncParsableCommand {
         }
         // The loop ends as a close begins: the handshake finishes before the process does.
         await socket.close()
+        if let unwritten { throw unwritten }
         return .success
     }
 
     /// A message on its own line: text as it is (escaped for a terminal); binary raw for a
     /// pipe, summed up for a terminal.
-    private static func write(_ message: WebSocketMessage) {
+    private static func write(_ message: WebSocketMessage) throws(OutputFailure) {
         let terminal = FileHandle.standardOutputIsTerminal
         switch message {
         case .text(let text):
-            FileHandle.standardOutput.write(Data(((terminal ? TerminalText.escaped(text) : text) + "\n").utf8))
+            try StandardOutput.write(Data(((terminal ? TerminalText.escaped(text) : text) + "\n").utf8))
         case .binary(let data) where terminal:
-            FileHandle.standardOutput.write(Data("[binary message, \(data.count) bytes]\n".utf8))
+            try StandardOutput.write(Data("[binary message, \(data.count) bytes]\n".utf8))
         case .binary(let data):
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            try StandardOutput.write(data + Data("\n".utf8))
         }
     }
 

@@ -176,6 +176,7 @@ enum Benchmarks {
         }
         if settings.sections.contains("cache") {
             try await cacheBenchmark(base: base, rounds: max(3, settings.rounds / 5))
+            try await cacheStoreBenchmark(base: base, rounds: max(3, settings.rounds / 5))
         }
         if settings.sections.contains("stream") {
             // At least five rounds, as issue 23's goals are medians over five or more: a

@@ -30,9 +30,10 @@ final class DiskCacheStore: CacheStore {
         /// Nil until first used; then whether the directory could be used at all.
         var usable: Bool?
         var secret: [UInt8] = []
-        var files: [String: (bytes: Int, used: UInt64)] = [:]
+        /// Sizes by file name.
+        var files: [String: Int] = [:]
         var bytes = 0
-        var clock: UInt64 = 0
+        var order = RecencyOrder()
     }
 
     private let state = Locked(State())
@@ -61,14 +62,12 @@ final class DiskCacheStore: CacheStore {
             }
             guard entry.matches(request) else { return nil }
             state.withLock { state in
-                state.clock += 1
                 if state.files[name] == nil {
                     // Another process wrote it since the index was built.
-                    state.files[name] = (data.count, state.clock)
+                    state.files[name] = data.count
                     state.bytes += data.count
-                } else {
-                    state.files[name]?.used = state.clock
                 }
+                state.order.touch(name)
             }
             return entry
         case .refused:
@@ -90,9 +89,9 @@ final class DiskCacheStore: CacheStore {
             return
         }
         let victims = state.withLock { state in
-            state.clock += 1
-            state.bytes += data.count - (state.files[name]?.bytes ?? 0)
-            state.files[name] = (data.count, state.clock)
+            state.bytes += data.count - (state.files[name] ?? 0)
+            state.files[name] = data.count
+            state.order.touch(name)
             return Self.evict(&state, limit: limit)
         }
         remove(files: victims)
@@ -221,8 +220,8 @@ final class DiskCacheStore: CacheStore {
         }
         // Used in the order they were modified: the oldest first out.
         for file in kept.reversed() {
-            state.clock += 1
-            state.files[file.name] = (file.bytes, state.clock)
+            state.files[file.name] = file.bytes
+            state.order.touch(file.name)
         }
         state.bytes = total
     }
@@ -230,12 +229,9 @@ final class DiskCacheStore: CacheStore {
     /// Takes the least recently used out of the index until it is within `limit`;
     /// returns their names, for removing outside the lock.
     private static func evict(_ state: inout State, limit: Int) -> [String] {
-        guard state.bytes > limit else { return [] }
         var victims: [String] = []
-        for (name, file) in state.files.sorted(by: { $0.value.used < $1.value.used }) {
-            guard state.bytes > limit else { break }
-            state.files[name] = nil
-            state.bytes -= file.bytes
+        while state.bytes > limit, let name = state.order.popOldest() {
+            if let bytes = state.files.removeValue(forKey: name) { state.bytes -= bytes }
             victims.append(name)
         }
         return victims
@@ -254,7 +250,8 @@ final class DiskCacheStore: CacheStore {
     private func forget(_ names: [String]) {
         state.withLock { state in
             for name in names {
-                if let file = state.files.removeValue(forKey: name) { state.bytes -= file.bytes }
+                if let bytes = state.files.removeValue(forKey: name) { state.bytes -= bytes }
+                state.order.remove(name)
             }
         }
     }

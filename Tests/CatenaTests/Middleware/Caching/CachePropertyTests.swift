@@ -100,6 +100,38 @@ struct CachePropertyTests {
     }
 }
 
+@Suite("RecencyOrder: least recently used first")
+struct RecencyOrderTests {
+    @Test("20,000 random touches, removals and pops agree with a model that scans for the oldest")
+    func agreesWithAScan() {
+        var random = SeededRandom(seed: 7)
+        var order = RecencyOrder()
+        var model: [String: Int] = [:]
+        var clock = 0
+        for step in 0..<20_000 {
+            let key = "k\(random.next(upTo: 300))"
+            switch random.next(upTo: 10) {
+            case 0..<6:
+                clock += 1
+                model[key] = clock
+                order.touch(key)
+            case 6..<8:
+                model[key] = nil
+                order.remove(key)
+            default:
+                let oldest = model.min { $0.value < $1.value }?.key
+                #expect(order.popOldest() == oldest, "step \(step)")
+                if let oldest { model[oldest] = nil }
+            }
+        }
+        while let oldest = model.min(by: { $0.value < $1.value })?.key {
+            #expect(order.popOldest() == oldest)
+            model[oldest] = nil
+        }
+        #expect(order.popOldest() == nil)
+    }
+}
+
 /// A deterministic generator (SplitMix64), so a failing seed can be run again.
 private struct SeededRandom {
     private var state: UInt64

@@ -188,7 +188,8 @@ struct RequestCall: ParsableArguments {
     @Option(
         help: """
             Keep answers in this directory as HTTP allows (made 0700 when missing), and answer from it in later runs; \
-            CATENA_CACHE is used when not given. -i shows the Age of an answer from it.
+            CATENA_CACHE is used when not given. -i (or -v) also says on standard error how the cache answered \
+            (hit, revalidated, stale, stale-if-error, miss, unavailable); the Age field shows how old an answer from it is.
             """)
     var cache: String?
 
@@ -339,6 +340,11 @@ struct RequestCall: ParsableArguments {
                     if case .connection(let connection) = event, !connection.isReused { connects.withLock { $0 += 1 } }
                 })
         }
+        // How the cache answered, for -i and -v: the last word, when a retry asked again.
+        let cached = Locked<CallEvent.CacheOutcome?>(nil)
+        if include || verbose {
+            request.observe(CallObserver { event in if case .cache(let outcome) = event { cached.withLock { $0 = outcome } } })
+        }
         let clock = ContinuousClock()
         let started = clock.now
         let result: Result<APIResponse, CatenaError>
@@ -366,6 +372,7 @@ struct RequestCall: ParsableArguments {
             writeOut.write(values)
         }
         let response = try result.get()
+        if let outcome = cached.withLock({ $0 }) { StandardError.write("* cache: \(outcome.rawValue)\n") }
         if include {
             let head = headText(status: response.status, fields: response.headerFields, redaction: redaction)
             try StandardOutput.write(Data((FileHandle.standardOutputIsTerminal ? TerminalText.escaped(head) : head).utf8))

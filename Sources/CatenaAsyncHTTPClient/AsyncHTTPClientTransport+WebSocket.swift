@@ -57,6 +57,14 @@ extension AsyncHTTPClientTransport {
         do {
             return try await withTaskCancellationHandler {
                 let channel = try await connect(request, host: host, isSecure: scheme == "https", deadline: deadline, adopt: adopt)
+                // Its own connection, never pooled: new, ready once TCP, a proxy's tunnel and TLS are done.
+                let connection = try await channel.eventLoop.submit {
+                    let facts = ConnectionFacts(channel, httpVersion: "1.1", sync: channel.pipeline.syncOperations)
+                    return ConnectionInfo(
+                        isReused: false, readyAfter: facts.readyAt - started, remoteAddress: facts.remoteAddress, remotePort: facts.remotePort,
+                        localPort: facts.localPort, httpVersion: "1.1", tlsVersion: facts.tlsVersion)
+                }.get()
+                request.report(.connection(connection))
                 try Task.checkCancellation()
                 let outcome = try await upgrade(channel, head: head, maximumFrameSize: handoff.options.maximumMessageSize)
                 var response: StreamedResponse
@@ -76,6 +84,7 @@ extension AsyncHTTPClientTransport {
                 }
                 request.report(.responseHead(status: Int(response.status.code), after: ContinuousClock.now - started))
                 response.timing = ResponseTiming(started: started, headArrived: .now, bodyEnded: .now)
+                response.timing?.connection = connection
                 return response
             } onCancel: {
                 opened.withLock { state in

@@ -21,7 +21,16 @@ struct IndependentWebSocketTests {
 
     @Test("text and binary messages go there and back; the close handshake ends the loop")
     func echo() async throws {
-        let socket = try await open(try await Self.server.value, "/echo")
+        let server = try await Self.server.value
+        var request = try APIRequest(urlString: server.url("/echo"))
+        let reported = Locked<[ConnectionInfo]>([])
+        request.observe(CallObserver { event in if case .connection(let connection) = event { reported.withLock { $0.append(connection) } } })
+        let socket = try await AsyncHTTPClientTransport().webSocket(request)
+        // Its own new connection, reported as a call's is (a call event, and on the response).
+        let connection = try #require(reported.withLock { $0.first })
+        #expect(reported.withLock { $0.count } == 1 && socket.response.timing?.connection == connection)
+        #expect(!connection.isReused && connection.readyAfter != nil && connection.tlsVersion == nil)
+        #expect(connection.remoteAddress == "127.0.0.1" && connection.remotePort == server.port && connection.httpVersion == "1.1")
         let payload = randomData(100_000)
         try await socket.send(text: "héllo 👋")
         try await socket.send(data: payload)
@@ -182,6 +191,10 @@ struct IndependentWebSocketTests {
             trust: ServerTrust(additionalRoots: roots, publicKeyPins: ["127.0.0.1": [certificate.publicKeySHA256]]))
         defer { Task { try? await pinned.shutdown() } }
         let socket = try await open(server, "/echo", through: pinned)
+        let connection = try #require(socket.response.timing?.connection)
+        #expect(!connection.isReused && connection.readyAfter != nil && connection.httpVersion == "1.1")
+        #expect(connection.remoteAddress == "127.0.0.1" && connection.remotePort == server.port && connection.localPort != nil)
+        #expect(connection.tlsVersion?.hasPrefix("TLSv1.") == true, "\(connection)")
         try await socket.send(text: "secret")
         var iterator = socket.messages.makeAsyncIterator()
         #expect(try await iterator.next() == .text("secret"))

@@ -129,6 +129,7 @@ public struct CacheMiddleware: HTTPMiddleware {
         guard request[option: DownloadDestination.self] == nil, let address = try? request.urlString() else {
             // Not the cache's to answer; nor the network's, when the request says so.
             if localOnly { return unavailable(request, offline: offline) }
+            if request.method == .get { missed(request) }
             return try await next.load(request)
         }
         guard request.method == .get else {
@@ -141,7 +142,10 @@ public struct CacheMiddleware: HTTPMiddleware {
             }
             return response
         }
-        if asked.noStore && !localOnly { return try await next.load(request) }
+        if asked.noStore && !localOnly {
+            missed(request)
+            return try await next.load(request)
+        }
 
         let entry = store.entry(for: address, matching: request)
         if let entry, let (outcome, refresh) = reuse(entry, asked: asked, offline: offline, at: now()) {
@@ -219,6 +223,13 @@ public struct CacheMiddleware: HTTPMiddleware {
         counters.count(\.staleIfError)
         request.report(.cache(.staleIfError))
         return entry.response(to: request, at: now())
+    }
+
+    /// A GET the cache sent on without looking (a download, a request's `no-store`): a
+    /// miss, so that every GET reports how the cache answered it.
+    private func missed(_ request: APIRequest) {
+        counters.count(\.misses)
+        request.report(.cache(.miss))
     }
 
     /// The statuses RFC 5861 counts as the origin's failure.

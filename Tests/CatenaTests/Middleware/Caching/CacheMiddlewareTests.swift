@@ -141,6 +141,26 @@ struct CacheMiddlewareTests {
         #expect(cache.usage.entries == 1)
     }
 
+    @Test("a GET the cache sends on without looking (the request's no-store, a download) reports a miss, once")
+    func passedOnIsAMiss() async throws {
+        let cache = CacheMiddleware()
+        let loader = try await chain(cache)
+        let outcomes = Locked<[CallEvent.CacheOutcome]>([])
+        let observer = CallObserver { event in if case .cache(let outcome) = event { outcomes.withLock { $0.append(outcome) } } }
+        var unstored = try cacheRequest(uniqueKey(), ["max_age": "60"], headers: [.cacheControl: "no-store"])
+        unstored.observe(observer)
+        _ = try await loader.load(unstored)
+        let directory = FileManager.default.temporaryDirectory.appending(path: "catena-download-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var download = try cacheRequest(uniqueKey(), ["max_age": "60"])
+        download[option: DownloadDestination.self] = DownloadDestination(file: directory.appending(path: "body"))
+        download.observe(observer)
+        _ = try await loader.load(download)
+        #expect(outcomes.withLock { $0 } == [.miss, .miss])
+        #expect(cache.statistics.misses == 2 && cache.usage.entries == 0)
+    }
+
     @Test("the size bound evicts the least recently used entries")
     func evicts() async throws {
         let cache = CacheMiddleware(maximumBytes: 3_000)

@@ -34,6 +34,21 @@ struct LoginCommandTests {
         #expect(call.status == 0, "\(call.errors)")
         #expect(call.text.contains("janet.weaver@reqres.in"))
 
+        // Offline, with the saved token expired: answered from the cache under that token's
+        // identity, and never refreshed (a refresh would go to the network).
+        let cache = config.appending(path: "cache").path
+        let shared = base.appending(path: "api/cache/\(UUID().uuidString)").absoluteString + "?max_age=60&public=1"
+        let online = try await CatenaCommandLine.run(["get", shared, "--auth", "work", "--cache", cache, "--transport", transport], environment: environment)
+        #expect(online.status == 0, "\(online.errors)")
+        var expired = first
+        expired.expiresAt = Date() - 60
+        try FileTokenStorage(directory: tokenFile.deletingLastPathComponent()).save(expired, named: "work")
+        let offline = try await CatenaCommandLine.run(
+            ["get", shared, "--auth", "work", "--cache", cache, "--offline", "-v", "--transport", transport], environment: environment)
+        #expect(offline.status == 0 && offline.output == online.output, "\(offline.errors)")
+        #expect(!offline.errors.contains("/oauth/token") && offline.errors.contains("* cache: hit"), "\(offline.errors)")
+        #expect(try stored().refreshToken == first.refreshToken, "not refreshed")
+
         // Expired at the server: the command refreshes, and keeps the rotated refresh token.
         _ = try await TransportKind.asyncHTTPClient.make().load(
             APIRequest(.post, url: base.appending(path: "oauth/expire"), body: .form([(name: "token", value: first.accessToken)])))

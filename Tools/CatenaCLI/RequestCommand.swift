@@ -462,7 +462,20 @@ struct RequestCall: ParsableArguments {
                     "the sign-in \(auth) is for \(login.origins.joined(separator: ", ")); to send its token to \(TerminalText.escaped(request.originName)) too, add --auth-origin \(TerminalText.escaped(request.originName))"
                 )
             }
-            chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
+            if offline {
+                // The saved token as it is, never refreshed (a refresh is a call to the
+                // network): it names the identity whose answers the cache keeps.
+                guard var token = try SavedLogin.storage.token(named: auth) else {
+                    throw CommandFailure("no token is saved under \(auth): sign in with catena login \(auth) first")
+                }
+                token.expiresAt = nil
+                chain =
+                    TokenAuthMiddleware(hosts: allowed, token: token) { _ in
+                        throw CommandFailure("the token saved under \(auth) was refused, and --offline does not renew it")
+                    } --> chain
+            } else {
+                chain = TokenAuthMiddleware(hosts: allowed, client: login.client(loader: chain), storage: SavedLogin.storage, storageKey: auth) --> chain
+            }
         }
         if retry > 0 { chain = RetryMiddleware(RetryStrategy(maxAttempts: retry + 1)) --> chain }
         return (chain, shutdown)

@@ -57,7 +57,22 @@ struct CacheFaultTests {
         #expect(outcome.errors.contains("error: cannot write the answer to standard output: File too large"), "\(outcome.errors)")
     }
 
-    @Test("a directory on a file system that became read-only: its entries still answer; new answers come from the server")
+    @Test("standard output closed early (piped into head -c 1): exit 23 and an error that says so, on both transports", arguments: ["ahc", "urlsession"])
+    func closedPipe(transport: String) async throws {
+        let early = ["/bin/bash", "-c", #""$@" | head -c 1 > /dev/null; exit "${PIPESTATUS[0]}""#, "bash"]
+        let url = try await TestServer.running().baseURL.absoluteString + "/api/bytes/1000000"
+        let outcome = try await CatenaCommandLine.run(["get", url, "--transport", transport], wrapper: early)
+        #expect(outcome.status == 23, "\(outcome.status) \(outcome.errors)")
+        #expect(outcome.errors.contains("error: cannot write the answer to standard output: Broken pipe"), "\(outcome.errors)")
+    }
+
+    /// Whether this machine lets a process make a mount namespace of its own (user
+    /// namespaces; Docker's default profile, for one, forbids them).
+    static let makesMounts = (try? LocalProcess.exitStatus(["unshare", "-rm", "true"])) == 0
+
+    @Test(
+        "a directory on a file system that became read-only: its entries still answer; new answers come from the server",
+        .enabled(if: makesMounts, "needs unshare -rm (user and mount namespaces)"))
     func readOnly() async throws {
         let directory = FileManager.default.temporaryDirectory.appending(path: "catena-ro-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }

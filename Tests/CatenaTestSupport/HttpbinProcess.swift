@@ -36,7 +36,9 @@ final class HttpbinProcess: Sendable {
             let pid = try LocalProcess.spawn("/usr/bin/env", ["python3", "-c", script, String(port)])
             let server = HttpbinProcess(port: port, pid: pid)
             _ = await Timing.eventually(within: .seconds(20)) { !LocalProcess.isRunning(pid) || LocalProcess.accepts(port) }
-            if LocalProcess.isRunning(pid), LocalProcess.accepts(port) { return server }
+            // isRunning reaps a child that ended: then its pid is no longer ours to signal.
+            guard LocalProcess.isRunning(pid) else { continue }
+            if LocalProcess.accepts(port) { return server }
             server.stop()
         }
         throw LocalProcessError("httpbin did not start listening (is httpbin 0.10 installed? .ci/run installs it from PyPI)")

@@ -57,7 +57,9 @@ final class WebSocketServerProcess: Sendable {
             let pid = try LocalProcess.spawn("/usr/bin/env", ["python3", script, "--port", String(port)] + tls)
             let server = WebSocketServerProcess(port: port, secure: !tls.isEmpty, pid: pid, directory: directory)
             _ = await Timing.eventually(within: .seconds(20)) { !LocalProcess.isRunning(pid) || LocalProcess.accepts(port) }
-            if LocalProcess.isRunning(pid), LocalProcess.accepts(port) { return server }
+            // isRunning reaps a child that ended: then its pid is no longer ours to signal.
+            guard LocalProcess.isRunning(pid) else { continue }
+            if LocalProcess.accepts(port) { return server }
             server.stop()
         }
         throw LocalProcessError("scripts/ws-server.py did not start listening (is Python's websockets 13 or later installed? .ci/run installs it)")

@@ -271,6 +271,9 @@ struct RequestCall: ParsableArguments {
     /// (escaped: a server's reason phrase is its own text), adds the recording to the
     /// file, and exits with the status.
     func exit(after work: (HARRecorder?) async throws -> ExitStatus) async -> Never {
+        // A closed pipe is a failed write (exit 23, said on standard error), not a signal
+        // that ends the process mid-answer; SwiftNIO ignores it too, but only once it opens a socket.
+        signal(SIGPIPE, SIG_IGN)
         let status: ExitStatus
         let recorder = har.map { _ in HARRecorder(recordsUnreadableBodies: harBinary) }
         do {

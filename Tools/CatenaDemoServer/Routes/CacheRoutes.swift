@@ -104,8 +104,10 @@ enum CacheRoutes {
             }
             // The body only changes when asked to (`version`), so validators stay stable.
             let version = query.get("version") ?? "1"
-            let padding = String(repeating: "x", count: size)
+            // A revision takes its bytes from the padding when there is enough: the body
+            // keeps its length, and only its ETag tells the change.
             let revision = revisions.withLock { $0[key] }.map { #","revision":\#($0)"# } ?? ""
+            let padding = String(repeating: "x", count: size >= revision.utf8.count ? size - revision.utf8.count : size)
             let body = ByteBuffer(string: #"{"key":"\#(key)","version":"\#(version)"\#(revision),"padding":"\#(padding)"}"#)
             // `modified_ago`: a Last-Modified that many seconds before now (for the heuristic).
             let modified = query.get("modified_ago", as: Double.self).flatMap {

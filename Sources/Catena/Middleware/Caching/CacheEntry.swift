@@ -160,10 +160,12 @@ struct CacheEntry: Sendable {
         return request
     }
 
-    /// This entry with the header fields of a 304 that confirmed it (RFC 9111 §4.3.4).
+    /// This entry with the header fields of a 304 or a HEAD that confirmed it (RFC 9111
+    /// §3.2, §4.3.4, §4.3.5), except those that describe the stored body's bytes, which
+    /// the transport may have decoded: a bodiless answer's say nothing about them.
     func refreshed(by notModified: APIResponse, at now: Date) -> CacheEntry {
         var fields = headerFields
-        for field in notModified.headerFields where field.name != .contentLength {
+        for field in notModified.headerFields where !Self.bodyFields.contains(field.name) {
             fields[field.name] = field.value
         }
         if notModified.headerFields[.age] == nil { fields[.age] = nil }
@@ -172,6 +174,18 @@ struct CacheEntry: Sendable {
         return CacheEntry(
             status: status, headerFields: fields, body: body, receivedAt: now, varying: varying, varyingSecret: varyingSecret,
             initialAge: Self.initialAge(of: notModified.headerFields, arrivedAt: Date()))
+    }
+
+    private static let bodyFields: Set<HTTPField.Name> = [.contentLength, .contentEncoding, .transferEncoding, .contentRange]
+
+    /// Whether this entry, refreshed from `original`, may take its place: not when the
+    /// refreshing answer says `no-store`, is private to the credentials `sent` carried,
+    /// or names other `Vary` fields than those the entry was chosen by.
+    func mayReplace(_ original: CacheEntry, sent: APIRequest) -> Bool {
+        let names = { (entry: CacheEntry) in
+            Set((entry.headerFields[.vary] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
+        }
+        return !directives.noStore && !(sent.carriesCredentials && !directives.isPublic) && names(self) == names(original)
     }
 
     /// The stored response, as the answer to `request`, with its current `Age`.

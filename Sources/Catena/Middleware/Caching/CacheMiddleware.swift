@@ -27,7 +27,7 @@ import HTTPTypes
 ///   network; with nothing usable, as `only-if-cached` does: 504 Gateway Timeout.
 /// - A successful POST, PUT, PATCH or DELETE drops the entries for its URL, and for
 ///   its answer's `Location` and `Content-Location` on the same origin. A HEAD's 200
-///   refreshes the stored GET when its validators and length agree, else drops it.
+///   refreshes the stored GET when a validator and its length agree, else drops it.
 /// - When the stored bodies and header fields pass ``maximumBytes``, the least
 ///   recently used entries go.
 /// - Given a `directory`, the entries are files there and outlive the process: the next
@@ -179,7 +179,11 @@ public struct CacheMiddleware: HTTPMiddleware {
         if Self.originFailed(answer.status.code), let stale = staleIfError(entry, asked: asked, request: request) { return stale }
         if let stored, answer.status.code == 304 {
             let refreshed = stored.refreshed(by: answer, at: now())
-            store.put(refreshed, for: address, request: request, limit: maximumBytes)
+            if refreshed.mayReplace(stored, sent: answer.request) {
+                store.put(refreshed, for: address, request: request, limit: maximumBytes)
+            } else {
+                store.remove(address, request: request)
+            }
             counters.count(\.revalidated)
             request.report(.cache(.revalidated))
             return refreshed.response(to: request, at: now())
@@ -302,7 +306,12 @@ public struct CacheMiddleware: HTTPMiddleware {
         // Reset while it ran, or the origin failed: the entry stays as it was.
         guard !Task.isCancelled, !Self.originFailed(answer.status.code) else { return }
         if asksAbout, answer.status.code == 304 {
-            store.put(entry.refreshed(by: answer, at: sent), for: address, request: request, limit: maximumBytes)
+            let refreshed = entry.refreshed(by: answer, at: sent)
+            if refreshed.mayReplace(entry, sent: answer.request) {
+                store.put(refreshed, for: address, request: request, limit: maximumBytes)
+            } else {
+                store.remove(address, request: request)
+            }
         } else {
             keep(
                 APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request), for: request,
@@ -310,17 +319,21 @@ public struct CacheMiddleware: HTTPMiddleware {
         }
     }
 
-    /// A HEAD's 200 updates the stored GET it could have chosen when the validators it
-    /// carries and its `Content-Length` agree with it; otherwise that entry is dropped,
-    /// as it may be out of date (RFC 9111, 4.3.5, which allows either).
+    /// A HEAD's 200 updates the stored GET it could have chosen when that is a 200 too,
+    /// and a validator both carry (ETag, else Last-Modified) is the same, and so is the
+    /// `Content-Length` when the HEAD sends one; otherwise the entry is dropped, as it may
+    /// be out of date (RFC 9111, 4.3.5, allows either). No validator to compare is no
+    /// evidence: dropped too.
     private func update(after head: APIResponse, of request: APIRequest, address: String) {
         guard head.status.code == 200, let entry = store.entry(for: address, matching: request) else { return }
         let length = entry.headerFields[.contentLength] ?? String(entry.body.count)
-        // A field the HEAD did not send cannot disagree.
-        let same = { (name: HTTPField.Name, stored: String?) in head.headerFields[name].map { $0 == stored } ?? true }
-        let agrees = same(.eTag, entry.headerFields[.eTag]) && same(.lastModified, entry.headerFields[.lastModified]) && same(.contentLength, length)
-        if agrees {
-            store.put(entry.refreshed(by: head, at: now()), for: address, request: request, limit: maximumBytes)
+        let validator: HTTPField.Name? = [.eTag, .lastModified].first { head.headerFields[$0] != nil && entry.headerFields[$0] != nil }
+        let agrees =
+            entry.status.code == 200 && validator.map { head.headerFields[$0] == entry.headerFields[$0] } == true
+            && head.headerFields[.contentLength].map { $0 == length } ?? true
+        let refreshed = entry.refreshed(by: head, at: now())
+        if agrees, refreshed.mayReplace(entry, sent: head.request) {
+            store.put(refreshed, for: address, request: request, limit: maximumBytes)
         } else {
             store.remove(address, request: request)
         }

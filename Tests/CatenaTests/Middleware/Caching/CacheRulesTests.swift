@@ -72,28 +72,66 @@ struct CacheRulesTests {
         #expect(try await cacheStats(key) == CacheStats(full: 2, notModified: 0))
     }
 
-    @Test("9111 §4.3.5: a HEAD's 200 refreshes the stored GET when its validators agree, and drops it when they do not", arguments: TransportKind.allCases)
+    @Test(
+        "9111 §4.3.5: a HEAD's 200 refreshes the stored GET when its ETag agrees, and drops it when it does not or has none", arguments: TransportKind.allCases)
     func headUpdatesGet(kind: TransportKind) async throws {
         let clock = TestClock()
         let cache = CacheMiddleware(now: clock.read)
         let chain = try await Self.chain(cache, kind)
         let key = uniqueKey()
-        let get = try cacheRequest(key, ["max_age": "60"])
+        // `size`: a change keeps the body's length, so only the ETag can tell it.
+        let get = try cacheRequest(key, ["max_age": "60", "size": "64"])
         var head = get
         head.method = .head
-        _ = try await chain.load(get)
+        let first = try await chain.load(get)
         clock.advance(50)
         #expect(try await chain.load(head).status == .ok)
         clock.advance(30)  // 80 s after the GET, 30 s after the HEAD that refreshed it
         let hit = try await chain.load(get)
         #expect(cache.statistics.hits == 1 && ageIsAbout(hit, 30), "refreshed by the HEAD: \(hit.headerFields[.age] ?? "no Age")")
 
-        // The resource changes: the HEAD's ETag disagrees, and the stored GET goes.
+        // The resource changes, its length not: the HEAD's ETag disagrees, and the stored GET goes.
         _ = try await TransportKind.asyncHTTPClient.chain().load(try APIRequest(.post, path: ["api", "cache-change", key]))
         _ = try await chain.load(head)
         let fresh = try await chain.load(get)
-        #expect(String(decoding: fresh.body, as: UTF8.self).contains(#""revision":1"#), "the new body, not the dropped entry")
+        #expect(fresh.body.count == first.body.count && fresh.body != first.body, "the new body, not the dropped entry")
         #expect(try await cacheStats(key) == CacheStats(full: 2, notModified: 0))
+
+        // Nothing to compare (no ETag, no Last-Modified): no evidence, so dropped, not refreshed.
+        let bare = uniqueKey()
+        let plain = try cacheRequest(bare, ["max_age": "60", "etag": "0", "last_modified": "0"])
+        var plainHead = plain
+        plainHead.method = .head
+        _ = try await chain.load(plain)
+        _ = try await chain.load(plainHead)
+        _ = try await chain.load(plain)
+        #expect(try await cacheStats(bare) == CacheStats(full: 2, notModified: 0))
+    }
+
+    @Test("9111 §3.2: a 304 or a HEAD whose fields say no-store, or name other Vary fields, drops the entry it confirmed")
+    func refreshMayDrop() async throws {
+        let cache = CacheMiddleware()
+        let request = try APIRequest(.get, urlString: "http://127.0.0.1:9/thing")
+        var head = request
+        head.method = .head
+        for (method, fields) in [
+            (HTTPRequest.Method.head, ["Cache-Control": "max-age=60, no-store"]), (.head, ["Vary": "Accept"]),
+            (.get, ["Cache-Control": "no-store"]), (.get, ["Vary": "Accept-Language"]),
+        ] {
+            let origin = ScriptedOrigin { request in
+                var answer: HTTPFields = [.eTag: "\"a\"", .cacheControl: "max-age=0"]
+                guard request.method == method, request.method == .head || request.headerFields[.ifNoneMatch] != nil else {
+                    return APIResponse(status: .ok, headerFields: answer, body: Data("body".utf8), request: request)
+                }
+                for (name, value) in fields { answer[HTTPField.Name(name)!] = value }
+                return APIResponse(status: method == .head ? .ok : .notModified, headerFields: answer, body: Data(), request: request)
+            }
+            let chain = cache --> origin
+            _ = try await chain.load(request)
+            #expect(cache.usage.entries == 1)
+            _ = try await chain.load(method == .head ? head : request)
+            #expect(cache.usage.entries == 0, "\(method) \(fields)")
+        }
     }
 
     @Test("9111 §4.2.3: an Age from upstream counts toward the answer's age")
@@ -356,6 +394,12 @@ struct CacheRulesTests {
         #expect(try await cacheStats(b) == CacheStats(full: 1, notModified: 0))
         #expect(try await cacheStats(c) == CacheStats(full: 1, notModified: 0), "another origin's name drops nothing")
     }
+}
+
+/// Answers each call as its closure says.
+private struct ScriptedOrigin: HTTPLoader {
+    let answer: @Sendable (APIRequest) -> APIResponse
+    func load(_ request: APIRequest) async throws(CatenaError) -> APIResponse { answer(request) }
 }
 
 /// Never reaches a server: every call fails, by default as a refused connection would.

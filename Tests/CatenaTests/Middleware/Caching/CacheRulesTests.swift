@@ -108,6 +108,28 @@ struct CacheRulesTests {
         #expect(try await cacheStats(bare) == CacheStats(full: 2, notModified: 0))
     }
 
+    @Test("9111 §3 and §3.3: a 206 partial answer is not stored, whole or in part; a private one is, for who asked")
+    func partialAndPrivate() async throws {
+        let cache = CacheMiddleware()
+        let origin = ScriptedOrigin { request in
+            guard request.headerFields[.range] == nil else {
+                return APIResponse(
+                    status: .partialContent, headerFields: [.cacheControl: "max-age=60", .contentRange: "bytes 0-3/10", .eTag: "\"p\""],
+                    body: Data("body".utf8), request: request)
+            }
+            return APIResponse(status: .ok, headerFields: [.cacheControl: "private, max-age=60"], body: Data("whole".utf8), request: request)
+        }
+        let chain = cache --> origin
+        var ranged = try APIRequest(.get, urlString: "http://127.0.0.1:9/partial")
+        ranged.headerFields[.range] = "bytes=0-3"
+        _ = try await chain.load(ranged)
+        #expect(cache.usage.entries == 0 && cache.statistics.stored == 0, "a 206 is not stored")
+        let whole = try APIRequest(.get, urlString: "http://127.0.0.1:9/private")
+        _ = try await chain.load(whole)
+        _ = try await chain.load(whole)
+        #expect(cache.statistics.hits == 1, "private: this cache's to keep")
+    }
+
     @Test("9111 §3.2: a 304 or a HEAD whose fields say no-store, or name other Vary fields, drops the entry it confirmed")
     func refreshMayDrop() async throws {
         let cache = CacheMiddleware()

@@ -64,6 +64,10 @@ struct CacheFaultTests {
         let outcome = try await CatenaCommandLine.run(["get", url, "--transport", transport], wrapper: early)
         #expect(outcome.status == 23, "\(outcome.status) \(outcome.errors)")
         #expect(outcome.errors.contains("error: cannot write the answer to standard output: Broken pipe"), "\(outcome.errors)")
+        // Standard error into the same closed pipe: the error has nowhere to go, and still no trap.
+        let both = ["/bin/bash", "-c", #""$@" 2>&1 | head -c 1 > /dev/null; exit "${PIPESTATUS[0]}""#, "bash"]
+        let silent = try await CatenaCommandLine.run(["get", url, "-v", "--transport", transport], wrapper: both)
+        #expect(silent.status == 23, "\(silent.status)")
     }
 
     /// Whether this machine lets a process make a mount namespace of its own (user

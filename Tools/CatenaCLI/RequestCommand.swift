@@ -372,7 +372,7 @@ struct RequestCall: ParsableArguments {
         if case .failure(let error) = result, let writeOut {
             values.exitCode = ExitStatus.of(error).rawValue
             values.error = error.description.replacingOccurrences(of: "\n", with: " ")
-            writeOut.write(values)
+            try writeOut.write(values)
         }
         let response = try result.get()
         if let outcome = cached.withLock({ $0 }) { StandardError.write("* cache: \(outcome.rawValue)\n") }
@@ -423,7 +423,7 @@ struct RequestCall: ParsableArguments {
             values.url = redaction.redact(urlString: (try? response.request.url().absoluteString) ?? url)
             values.contentType = response.headerFields[.contentType]
             values.exitCode = status.rawValue
-            writeOut.write(values)
+            try writeOut.write(values)
         }
         return status
     }

@@ -84,7 +84,8 @@ struct OutputFailure: Error, CustomStringConvertible {
 /// piped body stays the server's bytes alone.
 enum StandardError {
     static func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        // Nowhere to say that standard error is gone (a closed pipe): it is let go, never a trap.
+        try? FileHandle.standardError.write(contentsOf: Data(text.utf8))
     }
 
     /// Writes `text`, which may hold what a server sent, escaped when standard error is

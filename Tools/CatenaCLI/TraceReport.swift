@@ -77,7 +77,7 @@ struct TraceReport {
     private func emit(_ line: String, _ destination: Destination) {
         switch destination {
         case .standardOutput: Swift.print(line)
-        case .standardError: FileHandle.standardError.write(Data((line + "\n").utf8))
+        case .standardError: StandardError.write(line + "\n")
         }
     }
 

@@ -105,8 +105,8 @@ struct WriteOut {
     }
 
     /// Writes the format, filled in, to standard output (escaped on a terminal).
-    func write(_ values: Values) {
-        FileHandle.standardOutput.write(Data(render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
+    func write(_ values: Values) throws(OutputFailure) {
+        try StandardOutput.write(Data(render(values, forTerminal: FileHandle.standardOutputIsTerminal).utf8))
     }
 
     /// The format filled in with `values`; text from the server (the URL, the content

@@ -165,8 +165,10 @@ struct CacheEntry: Sendable {
     /// the transport may have decoded: a bodiless answer's say nothing about them.
     func refreshed(by notModified: APIResponse, at now: Date) -> CacheEntry {
         var fields = headerFields
-        for field in notModified.headerFields where !Self.bodyFields.contains(field.name) {
-            fields[field.name] = field.value
+        // Name by name, all of a name's lines: a second `Vary` or `Cache-Control` line
+        // must not replace the first.
+        for name in Set(notModified.headerFields.map(\.name)) where !Self.bodyFields.contains(name) {
+            fields[values: name] = notModified.headerFields[values: name]
         }
         if notModified.headerFields[.age] == nil { fields[.age] = nil }
         // Its age from the 304's own Age and Date: a 304 without Date must not leave the
@@ -180,12 +182,15 @@ struct CacheEntry: Sendable {
 
     /// Whether this entry, refreshed from `original`, may take its place: not when the
     /// refreshing answer says `no-store`, is private to the credentials `sent` carried,
-    /// or names other `Vary` fields than those the entry was chosen by.
+    /// names other `Vary` fields than those the entry was chosen by, or brings an ETag
+    /// that is not the entry's (it speaks for another body; 9111, 4.3.4).
     func mayReplace(_ original: CacheEntry, sent: APIRequest) -> Bool {
         let names = { (entry: CacheEntry) in
             Set((entry.headerFields[.vary] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
         }
-        return !directives.noStore && !(sent.carriesCredentials && !directives.isPublic) && names(self) == names(original)
+        // Weak or strong alike: a cache compares them weakly here.
+        let tag = { (entry: CacheEntry) in entry.headerFields[.eTag].map { $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "W/", with: "") } }
+        return !directives.noStore && !(sent.carriesCredentials && !directives.isPublic) && names(self) == names(original) && tag(self) == tag(original)
     }
 
     /// The stored response, as the answer to `request`, with its current `Age`.

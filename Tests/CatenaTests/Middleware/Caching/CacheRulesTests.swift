@@ -130,29 +130,48 @@ struct CacheRulesTests {
         #expect(cache.statistics.hits == 1, "private: this cache's to keep")
     }
 
-    @Test("9111 §3.2: a 304 or a HEAD whose fields say no-store, or name other Vary fields, drops the entry it confirmed")
+    @Test(
+        "9111 §3.2 and §4.3.4: a 304 or a HEAD that says no-store, names other Vary fields or brings another ETag drops the entry; split lines are read whole")
     func refreshMayDrop() async throws {
         let cache = CacheMiddleware()
         let request = try APIRequest(.get, urlString: "http://127.0.0.1:9/thing")
         var head = request
         head.method = .head
-        for (method, fields) in [
-            (HTTPRequest.Method.head, ["Cache-Control": "max-age=60, no-store"]), (.head, ["Vary": "Accept"]),
-            (.get, ["Cache-Control": "no-store"]), (.get, ["Vary": "Accept-Language"]),
-        ] {
+        typealias Case = (method: HTTPRequest.Method, stored: [(String, String)], answer: [(String, String)], kept: Bool)
+        let tagged = [("ETag", "\"a\""), ("Cache-Control", "max-age=0")]
+        let cases: [Case] = [
+            (.head, tagged, [("ETag", "\"a\""), ("Cache-Control", "max-age=60, no-store")], false),
+            (.head, tagged, [("ETag", "\"a\""), ("Vary", "Accept")], false),
+            (.get, tagged, [("ETag", "\"a\""), ("Cache-Control", "no-store")], false),
+            (.get, tagged, [("ETag", "\"a\""), ("Vary", "Accept-Language")], false),
+            (.get, tagged, [("ETag", "\"b\"")], false),
+            (.get, tagged, [("ETag", "W/\"a\"")], true),
+            // A second Cache-Control line says no-store: read whole, it is.
+            (.get, tagged, [("ETag", "\"a\""), ("Cache-Control", "no-store"), ("Cache-Control", "max-age=0")], false),
+            // Vary on two lines, as nginx's gzip_vary adds its own: the same fields, kept.
+            (.get, tagged + [("Vary", "Accept"), ("Vary", "Accept-Encoding")], [("ETag", "\"a\""), ("Vary", "Accept"), ("Vary", "Accept-Encoding")], true),
+            // Only Last-Modified stored: a HEAD bringing an ETag cannot say it is this body's.
+            (
+                .head, [("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT"), ("Cache-Control", "max-age=0")],
+                [("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT"), ("ETag", "\"new\"")], false
+            ),
+        ]
+        for (index, item) in cases.enumerated() {
+            let fields = { @Sendable (pairs: [(String, String)]) in HTTPFields(pairs.map { HTTPField(name: HTTPField.Name($0.0)!, value: $0.1) }) }
+            let (stored, answer) = (fields(item.stored), fields(item.answer))
             let origin = ScriptedOrigin { request in
-                var answer: HTTPFields = [.eTag: "\"a\"", .cacheControl: "max-age=0"]
-                guard request.method == method, request.method == .head || request.headerFields[.ifNoneMatch] != nil else {
-                    return APIResponse(status: .ok, headerFields: answer, body: Data("body".utf8), request: request)
+                let conditional = request.headerFields[.ifNoneMatch] != nil || request.headerFields[.ifModifiedSince] != nil
+                guard request.method == item.method, request.method == .head || conditional else {
+                    return APIResponse(status: .ok, headerFields: stored, body: Data("body".utf8), request: request)
                 }
-                for (name, value) in fields { answer[HTTPField.Name(name)!] = value }
-                return APIResponse(status: method == .head ? .ok : .notModified, headerFields: answer, body: Data(), request: request)
+                return APIResponse(status: item.method == .head ? .ok : .notModified, headerFields: answer, body: Data(), request: request)
             }
             let chain = cache --> origin
+            await cache.reset()
             _ = try await chain.load(request)
             #expect(cache.usage.entries == 1)
-            _ = try await chain.load(method == .head ? head : request)
-            #expect(cache.usage.entries == 0, "\(method) \(fields)")
+            _ = try await chain.load(item.method == .head ? head : request)
+            #expect(cache.usage.entries == (item.kept ? 1 : 0), "case \(index): \(item.method) \(item.answer)")
         }
     }
 

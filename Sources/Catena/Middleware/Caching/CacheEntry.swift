@@ -30,11 +30,9 @@ struct CacheEntry: Sendable {
             !CacheControl(request.headerFields[.cacheControl]).noStore
         else { return nil }
         if request.carriesCredentials, !directives.isPublic { return nil }
+        guard let names = Self.varyNames(response.headerFields) else { return nil }
         var varying: [HTTPField.Name: String] = [:]
-        for name in (response.headerFields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
-            guard name != "*", let field = HTTPField.Name(name) else { return nil }
-            varying[field] = Self.normalised(request.headerFields[field], of: field)
-        }
+        for field in names { varying[field] = Self.normalised(request.headerFields[field], of: field) }
         self.status = response.status
         self.headerFields = response.headerFields
         self.body = response.body
@@ -185,12 +183,26 @@ struct CacheEntry: Sendable {
     /// names other `Vary` fields than those the entry was chosen by, or brings an ETag
     /// that is not the entry's (it speaks for another body; 9111, 4.3.4).
     func mayReplace(_ original: CacheEntry, sent: APIRequest) -> Bool {
-        let names = { (entry: CacheEntry) in
-            Set((entry.headerFields[.vary] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
-        }
         // Weak or strong alike: a cache compares them weakly here.
-        let tag = { (entry: CacheEntry) in entry.headerFields[.eTag].map { $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: "W/", with: "") } }
-        return !directives.noStore && !(sent.carriesCredentials && !directives.isPublic) && names(self) == names(original) && tag(self) == tag(original)
+        let tag = { (entry: CacheEntry) in
+            entry.headerFields[.eTag].map { value in
+                let trimmed = value.trimmingCharacters(in: .whitespaces)
+                return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
+            }
+        }
+        return !directives.noStore && !(sent.carriesCredentials && !directives.isPublic)
+            && Self.varyNames(headerFields).map(Set.init) == Set(original.varying.keys) && tag(self) == tag(original)
+    }
+
+    /// The request fields a response's `Vary` names; nil for `Vary: *` or a name that is
+    /// no field name (such a response is never stored).
+    static func varyNames(_ fields: HTTPFields) -> [HTTPField.Name]? {
+        var names: [HTTPField.Name] = []
+        for name in (fields[.vary] ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            guard name != "*", let field = HTTPField.Name(name) else { return nil }
+            names.append(field)
+        }
+        return names
     }
 
     /// The stored response, as the answer to `request`, with its current `Age`.

@@ -179,11 +179,7 @@ public struct CacheMiddleware: HTTPMiddleware {
         if Self.originFailed(answer.status.code), let stale = staleIfError(entry, asked: asked, request: request) { return stale }
         if let stored, answer.status.code == 304 {
             let refreshed = stored.refreshed(by: answer, at: now())
-            if refreshed.mayReplace(stored, sent: answer.request) {
-                store.put(refreshed, for: address, request: request, limit: maximumBytes)
-            } else {
-                store.remove(address, request: request)
-            }
+            replace(stored, with: refreshed, sent: answer.request, for: request, address: address)
             counters.count(\.revalidated)
             request.report(.cache(.revalidated))
             return refreshed.response(to: request, at: now())
@@ -306,12 +302,7 @@ public struct CacheMiddleware: HTTPMiddleware {
         // Reset while it ran, or the origin failed: the entry stays as it was.
         guard !Task.isCancelled, !Self.originFailed(answer.status.code) else { return }
         if asksAbout, answer.status.code == 304 {
-            let refreshed = entry.refreshed(by: answer, at: sent)
-            if refreshed.mayReplace(entry, sent: answer.request) {
-                store.put(refreshed, for: address, request: request, limit: maximumBytes)
-            } else {
-                store.remove(address, request: request)
-            }
+            replace(entry, with: entry.refreshed(by: answer, at: sent), sent: answer.request, for: request, address: address)
         } else {
             keep(
                 APIResponse(status: answer.status, headerFields: answer.headerFields, body: answer.body, request: request), for: request,
@@ -331,8 +322,13 @@ public struct CacheMiddleware: HTTPMiddleware {
         let agrees =
             entry.status.code == 200 && validator.map { head.headerFields[$0] == entry.headerFields[$0] } == true
             && head.headerFields[.contentLength].map { $0 == length } ?? true
-        let refreshed = entry.refreshed(by: head, at: now())
-        if agrees, refreshed.mayReplace(entry, sent: head.request) {
+        replace(entry, with: agrees ? entry.refreshed(by: head, at: now()) : nil, sent: head.request, for: request, address: address)
+    }
+
+    /// Stores `refreshed` in place of `original` when it may take its place (see
+    /// ``CacheEntry/mayReplace(_:sent:)``); otherwise, or when there is none, drops the entry.
+    private func replace(_ original: CacheEntry, with refreshed: CacheEntry?, sent: APIRequest, for request: APIRequest, address: String) {
+        if let refreshed, refreshed.mayReplace(original, sent: sent) {
             store.put(refreshed, for: address, request: request, limit: maximumBytes)
         } else {
             store.remove(address, request: request)

@@ -31,22 +31,13 @@ final class HttpbinProcess: Sendable {
     /// httpbin on a free port, threaded (a cache's background refresh may overlap a call).
     static func start() async throws -> HttpbinProcess {
         let script = "import sys, httpbin, werkzeug.serving as s; s.run_simple('127.0.0.1', int(sys.argv[1]), httpbin.app, threaded=True)"
-        for _ in 0..<5 {
-            let port = try LocalProcess.freePort()
-            let pid = try LocalProcess.spawn("/usr/bin/env", ["python3", "-c", script, String(port)])
-            let server = HttpbinProcess(port: port, pid: pid)
-            _ = await Timing.eventually(within: .seconds(20)) { !LocalProcess.isRunning(pid) || LocalProcess.accepts(port) }
-            // isRunning reaps a child that ended: then its pid is no longer ours to signal.
-            guard LocalProcess.isRunning(pid) else { continue }
-            if LocalProcess.accepts(port) { return server }
-            server.stop()
+        guard let (pid, port) = try await LocalProcess.startListening({ ["python3", "-c", script, String($0)] }) else {
+            throw LocalProcessError("httpbin did not start listening (is httpbin 0.10 installed? .ci/run installs it from PyPI)")
         }
-        throw LocalProcessError("httpbin did not start listening (is httpbin 0.10 installed? .ci/run installs it from PyPI)")
+        return HttpbinProcess(port: port, pid: pid)
     }
 
     func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        LocalProcess.terminate(pid)
     }
 }

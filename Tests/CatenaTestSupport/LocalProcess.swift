@@ -57,6 +57,28 @@ enum LocalProcess {
         return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
     }
 
+    /// Starts the program `arguments(port)` names, through env, on a free loopback port,
+    /// until one listens there (five tries of up to 20 s); nil when none did.
+    static func startListening(_ arguments: (_ port: Int) -> [String]) async throws -> (pid: pid_t, port: Int)? {
+        for _ in 0..<5 {
+            let port = try freePort()
+            let pid = try spawn("/usr/bin/env", arguments(port))
+            _ = await Timing.eventually(within: .seconds(20)) { !isRunning(pid) || accepts(port) }
+            // isRunning reaps a child that ended: then its pid is no longer ours to signal.
+            guard isRunning(pid) else { continue }
+            if accepts(port) { return (pid, port) }
+            terminate(pid)
+        }
+        return nil
+    }
+
+    /// Ends the child `pid` and reaps it.
+    static func terminate(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+
     /// Whether the child `pid` is still running (reaped here when it has ended).
     static func isRunning(_ pid: pid_t) -> Bool {
         var status: Int32 = 0

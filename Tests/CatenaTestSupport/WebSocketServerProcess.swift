@@ -51,24 +51,16 @@ final class WebSocketServerProcess: Sendable {
                 tls += ["--client-ca", directory.appending(path: "client-ca.pem").path]
             }
         }
-        for _ in 0..<5 {
-            let port = try LocalProcess.freePort()
-            // Through env, so the python3 on PATH runs: the one `.ci/run` installed websockets for.
-            let pid = try LocalProcess.spawn("/usr/bin/env", ["python3", script, "--port", String(port)] + tls)
-            let server = WebSocketServerProcess(port: port, secure: !tls.isEmpty, pid: pid, directory: directory)
-            _ = await Timing.eventually(within: .seconds(20)) { !LocalProcess.isRunning(pid) || LocalProcess.accepts(port) }
-            // isRunning reaps a child that ended: then its pid is no longer ours to signal.
-            guard LocalProcess.isRunning(pid) else { continue }
-            if LocalProcess.accepts(port) { return server }
-            server.stop()
+        // Through env, so the python3 on PATH runs: the one `.ci/run` installed websockets for.
+        guard let (pid, port) = try await LocalProcess.startListening({ ["python3", script, "--port", String($0)] + tls }) else {
+            try? FileManager.default.removeItem(at: directory)
+            throw LocalProcessError("scripts/ws-server.py did not start listening (is Python's websockets 13 or later installed? .ci/run installs it)")
         }
-        throw LocalProcessError("scripts/ws-server.py did not start listening (is Python's websockets 13 or later installed? .ci/run installs it)")
+        return WebSocketServerProcess(port: port, secure: !tls.isEmpty, pid: pid, directory: directory)
     }
 
     func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        LocalProcess.terminate(pid)
         try? FileManager.default.removeItem(at: directory)
     }
 }

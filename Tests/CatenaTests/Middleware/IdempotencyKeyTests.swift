@@ -82,10 +82,10 @@ struct IdempotencyKeyTests {
         #expect(try await chain.load(try order(item, key: nil)).status == .badRequest)
 
         let held = UUID().uuidString
-        // The first must reach the server before the second: a full run on two cores
-        // while other builds ran once took longer than half a second to send it.
-        let slow = Task { try await chain.load(try order(item + "-held", key: held, work: Timing.stretch(3))) }
-        try await Task.sleep(for: Timing.stretch(.milliseconds(1_200)))
+        // The first must reach the server before the second: a full run on two cores once
+        // took longer than 1.2 s to send it. It stays in progress for 6 s after.
+        let slow = Task { try await chain.load(try order(item + "-held", key: held, work: Timing.stretch(6))) }
+        try await Task.sleep(for: Timing.stretch(.milliseconds(2_500)))
         #expect(try await chain.load(try order(item + "-held", key: held)).status == .conflict, "the first is still in progress")
         #expect(try await slow.value.status == .created)
         #expect(try await count(item + "-held", on: chain) == 1)

@@ -83,9 +83,10 @@ struct IdempotencyKeyTests {
 
         let held = UUID().uuidString
         // The first must reach the server before the second: a full run on two cores once
-        // took longer than 1.2 s to send it. It stays in progress for 6 s after.
-        let slow = Task { try await chain.load(try order(item + "-held", key: held, work: Timing.stretch(6))) }
-        try await Task.sleep(for: Timing.stretch(.milliseconds(2_500)))
+        // took longer than 1.2 s to send it. It stays in progress for 6 s after (the
+        // server takes at most 30 s of work, so stretched under TSan, both are capped).
+        let slow = Task { try await chain.load(try order(item + "-held", key: held, work: min(Timing.stretch(6), 30))) }
+        try await Task.sleep(for: min(Timing.stretch(.milliseconds(2_500)), .seconds(12)))
         #expect(try await chain.load(try order(item + "-held", key: held)).status == .conflict, "the first is still in progress")
         #expect(try await slow.value.status == .created)
         #expect(try await count(item + "-held", on: chain) == 1)

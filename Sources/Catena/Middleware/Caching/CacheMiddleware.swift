@@ -326,7 +326,7 @@ public struct CacheMiddleware: HTTPMiddleware {
     }
 
     /// Stores `refreshed` in place of `original` when it may take its place (see
-    /// ``CacheEntry/mayReplace(_:sent:)``); otherwise, or when there is none, drops the entry.
+    /// `CacheEntry.mayReplace`); otherwise, or when there is none, drops the entry.
     private func replace(_ original: CacheEntry, with refreshed: CacheEntry?, sent: APIRequest, for request: APIRequest, address: String) {
         if let refreshed, refreshed.mayReplace(original, sent: sent) {
             store.put(refreshed, for: address, request: request, limit: maximumBytes)

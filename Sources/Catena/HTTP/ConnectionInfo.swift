@@ -11,7 +11,8 @@ public struct ConnectionInfo: Sendable, Hashable {
     /// For a new connection, from handing the request to the HTTP client to the
     /// connection being ready to carry it: waiting for the pool, DNS, the TCP connect,
     /// a proxy's tunnel and the TLS handshake together, which AsyncHTTPClient does not
-    /// tell apart. Nil for a reused connection.
+    /// tell apart (Apple's URLSession: from the fetch's start to `connectEndDate`). Nil
+    /// for a reused connection.
     public var readyAfter: Duration?
     /// The address the connection reached (`127.0.0.1`, `::1`): the server's, or the
     /// proxy's when it went through one. Nil over a Unix socket.
@@ -21,12 +22,15 @@ public struct ConnectionInfo: Sendable, Hashable {
     /// The connection's own port on this side (curl's `%{local_port}`); one connection's
     /// exchanges share it. Nil over a Unix socket.
     public var localPort: Int?
-    /// The HTTP version spoken: `"1.1"` or `"2"` (agreed by ALPN over TLS).
+    /// The HTTP version spoken: `"1.1"` or `"2"` (agreed by ALPN over TLS), or `"3"`
+    /// over QUIC with Apple's URLSession.
     public var httpVersion: String
     /// The TLS version agreed (`"TLSv1.3"`); nil without TLS.
     public var tlsVersion: String?
-    /// The TLS cipher suite agreed; nil where the transport does not show it
-    /// (AsyncHTTPClient's NIOSSL does not).
+    /// The TLS cipher suite agreed, by its IANA name (`"TLS_AES_128_GCM_SHA256"`), or
+    /// its number (`"0xC013"`) for a suite Catena does not name; nil where the
+    /// transport does not show it (AsyncHTTPClient's NIOSSL does not; Apple's
+    /// URLSession does).
     public var tlsCipherSuite: String?
 
     /// A connection as a transport saw it.

@@ -4,9 +4,11 @@
 /// callbacks. `AsyncHTTPClientTransport` also sees the connection an exchange went
 /// over: ``connection`` and ``requestSent``. It cannot tell DNS, TCP and TLS apart
 /// (AsyncHTTPClient hands over a connection only once it is ready), so
-/// ``ConnectionInfo/readyAfter`` is the three together. URLSession on Linux reports
-/// none of it (corelibs never delivers `URLSessionTaskMetrics`). A response that did
-/// not come from the network (a mock, a cache hit) has no timing.
+/// ``ConnectionInfo/readyAfter`` is the three together. Apple's URLSession reports
+/// them from `URLSessionTaskMetrics` when it delivers the metrics before completing the
+/// task (a buffered response; a stream's head is handed over before); corelibs on
+/// Linux never delivers them. A response that did not come from the network (a mock,
+/// a cache hit) has no timing.
 public struct ResponseTiming: Sendable, Hashable {
     /// From handing the request to the HTTP client (before any connection set-up, TLS
     /// handshake or request byte) to the arrival of the response head.

@@ -19,7 +19,8 @@ public enum CallEvent: Sendable, Equatable {
     /// What ``CacheMiddleware`` did with this call.
     case cache(CacheOutcome)
     /// The connection an exchange went over, new or reused, reported by a transport
-    /// that sees it (`AsyncHTTPClientTransport`) just before ``responseHead(status:after:)``.
+    /// that sees it: `AsyncHTTPClientTransport` just before ``responseHead(status:after:)``;
+    /// Apple's URLSession when it delivers the task's metrics, after the head.
     case connection(ConnectionInfo)
     /// A transport received a response head with status `status`, `after` it handed
     /// the request to its HTTP client (once per exchange: each attempt and each

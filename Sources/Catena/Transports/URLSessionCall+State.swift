@@ -38,11 +38,13 @@ extension URLSessionCall {
         /// When the task was resumed, and when the head arrived.
         var resumedAt: ContinuousClock.Instant?
         var headAt: ContinuousClock.Instant?
+        /// The connection, from the task's metrics (Apple's URLSession only).
+        var seen: (connection: ConnectionInfo, requestSent: Duration?)?
 
         /// The timing so far, the body ending `bodyEnded`.
         func timing(bodyEnded: ContinuousClock.Instant?) -> ResponseTiming? {
             guard let resumedAt, let headAt else { return nil }
-            return ResponseTiming(started: resumedAt, headArrived: headAt, bodyEnded: bodyEnded)
+            return ResponseTiming(started: resumedAt, headArrived: headAt, bodyEnded: bodyEnded, seen: seen)
         }
     }
 }

@@ -91,6 +91,12 @@ final class URLSessionCall: Sendable {
         stop(CancellationError())
     }
 
+    #if canImport(FoundationNetworking)
+    private static let answersAtLastByte = true
+    #else
+    private static let answersAtLastByte = false
+    #endif
+
     /// Removes the call's deadline from the router's timer; called with the lock held.
     private func disarm(_ state: inout State) {
         if let deadline = state.deadline { router.deadlines.remove(deadline) }
@@ -135,6 +141,18 @@ final class URLSessionCall: Sendable {
         }
     }
 
+    /// The exchange's connection, from the task's metrics (Apple's URLSession, which
+    /// documents no order against the task's completion). Reported while the call is
+    /// live; a buffered answer not yet handed over carries it in its timing.
+    func collected(_ seen: (connection: ConnectionInfo, requestSent: Duration?)) {
+        let live = state.withLock { state -> Bool in
+            guard !state.cancelled, state.continuation != nil || state.channel != nil else { return false }
+            state.seen = seen
+            return true
+        }
+        if live { request.report(.connection(seen.connection)) }
+    }
+
     func challenged() {
         state.withLock { $0.challenged = true }
     }
@@ -177,9 +195,11 @@ final class URLSessionCall: Sendable {
             }
             // Only a final head's length, only a body that arrives as sent (no coding;
             // a length beside chunked framing failed above), and not while a request body
-            // may still be going out.
+            // may still be going out. Only on corelibs, whose completion waits a turn of
+            // the delegate queue: Apple's completes the task right after the last byte,
+            // and the metrics naming the connection, which may come first, need the call.
             state.declaredLength = nil
-            if http.statusCode >= 200, !bodiless, !downloads, streaming == nil, request.body.isEmpty, state.body.isEmpty,
+            if Self.answersAtLastByte, http.statusCode >= 200, !bodiless, !downloads, streaming == nil, request.body.isEmpty, state.body.isEmpty,
                 http.expectedContentLength > 0, framing.contentEncoding == nil
             {
                 state.declaredLength = Int(http.expectedContentLength)

@@ -113,6 +113,12 @@ final class URLSessionRouter: NSObject, URLSessionDataDelegate, Sendable {
         #endif
     }
 
+    /// Apple's URLSession only: corelibs never calls it (swift-corelibs-foundation#4988).
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        guard let call = call(task), let seen = URLSessionTransaction.seen(in: metrics) else { return }
+        call.collected(seen)
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         remove(task)?.completed(error, response: task.response as? HTTPURLResponse)
     }

@@ -91,8 +91,8 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private var cancelled = false
     /// The exchange's outcome, once known: set on `loop` before the caller is resumed.
     private var outcome: Result<Response, any Error>?
-    /// When the request was handed to AsyncHTTPClient.
-    private let started = ContinuousClock.now
+    /// When the request was handed to AsyncHTTPClient: once built, as `send` measures it.
+    private let started: ContinuousClock.Instant
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
@@ -117,6 +117,7 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         self.limit = request[option: MaximumResponseSize.self]
         self.timeout = timeout
         self.deadline = NIODeadline.now() + TimeAmount(timeout)
+        self.started = .now
         // Last: a delegate made is always started, and its start always ends the call.
         self.loop = transport.startingLoop()
     }

@@ -151,8 +151,8 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     private let deadline: NIODeadline
     /// The event loop the exchange is started on.
     private let loop: any EventLoop
-    /// When the request was handed to AsyncHTTPClient.
-    private let started = ContinuousClock.now
+    /// When the request was handed to AsyncHTTPClient: once built, as `send` measures it.
+    private let started: ContinuousClock.Instant
     private let state: Locked<State>
 
     /// A delegate for one exchange of `request` through `transport`'s client, the
@@ -170,6 +170,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         self.timeout = timeout
         self.deadline = NIODeadline.now() + TimeAmount(timeout)
         self.loop = transport.client.eventLoopGroup.any()
+        self.started = .now
     }
 
     /// Starts the exchange on `loop` and resumes `continuation` once its head or the

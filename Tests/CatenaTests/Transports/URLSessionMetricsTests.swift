@@ -69,10 +69,11 @@ struct URLSessionMetricsTests {
         #expect(URLSessionTransaction.cipherSuiteName(0xCCA8) == "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256")
         let named = Set((0...UInt16.max).map(URLSessionTransaction.cipherSuiteName)).filter { !$0.hasPrefix("0x") }
         #expect(named.count == 9)
-        #expect((0...UInt16.max).allSatisfy { number in
-            let name = URLSessionTransaction.tlsName(number)
-            return name.hasPrefix("TLSv") || name.hasPrefix("DTLSv") || (name.count == 6 && UInt16(name.dropFirst(2), radix: 16) == number)
-        })
+        #expect(
+            (0...UInt16.max).allSatisfy { number in
+                let name = URLSessionTransaction.tlsName(number)
+                return name.hasPrefix("TLSv") || name.hasPrefix("DTLSv") || (name.count == 6 && UInt16(name.dropFirst(2), radix: 16) == number)
+            })
     }
 
     /// One exchange through a call of Catena's session, `collect` run while the server

@@ -18,7 +18,8 @@ public struct ResponseTiming: Sendable, Hashable {
     public var bodyDuration: Duration?
     /// From handing the request to the HTTP client to its last part (the head, or the
     /// body's end) being passed to the connection's encoder, before TLS and the socket;
-    /// nil where the transport does not see it.
+    /// nil where the transport does not see it, or when the response's head came first.
+    /// Apple's URLSession: `requestEndDate` less `fetchStartDate`, once the bytes went out.
     public var requestSent: Duration? {
         get { path?.requestSent }
         set { path = Path.of(connection: connection, requestSent: newValue) }

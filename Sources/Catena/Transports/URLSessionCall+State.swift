@@ -27,7 +27,7 @@ extension URLSessionCall {
         var fields = HTTPFields()
         var body = Data()
         /// The body's declared length when it arrives as sent (no coding) and is held in
-        /// memory: the call is answered when the last of those bytes arrives.
+        /// memory: on corelibs the call is answered when the last of those bytes arrives.
         var declaredLength: Int?
         var writer: DownloadWriter?
         var challenged = false

@@ -7,8 +7,8 @@ import FoundationNetworking
 
 /// One exchange on a Catena session: its body, its deadline and its cancellation.
 ///
-/// The continuation is resumed exactly once: by the task's completion or the last byte
-/// of a body of declared length, or earlier by the caller's cancellation or the deadline.
+/// The continuation is resumed exactly once: by the task's completion or (on corelibs)
+/// the last byte of a body of declared length, or earlier by the caller's cancellation or the deadline.
 ///
 /// corelibs aborts the process when a task is cancelled between receiving a redirect
 /// and getting the delegate's answer ("Received callback for HTTP redirection, but

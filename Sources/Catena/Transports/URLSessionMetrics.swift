@@ -93,6 +93,8 @@ struct URLSessionTransaction: Sendable, Equatable {
         case "http/1.1": "1.1"
         case "h2", "h2c": "2"
         case "h3": "3"
+        // Drafts of HTTP/3 Apple has reported (h3-29).
+        case let name where name.hasPrefix("h3-"): "3"
         default: nil
         }
     }

@@ -49,6 +49,7 @@ struct URLSessionMetricsTests {
         #expect(transaction(alpn: "spdy/3").seen == nil)
         #expect(transaction(alpn: "HTTP/1.1").seen?.connection.httpVersion == "1.1")
         #expect(transaction(alpn: "h3").seen?.connection.httpVersion == "3")
+        #expect(transaction(alpn: "h3-29").seen?.connection.httpVersion == "3")
     }
 
     @Test("dates missing or out of order (a clock stepped) give no duration, and plain HTTP no TLS")
@@ -75,6 +76,10 @@ struct URLSessionMetricsTests {
                 return name.hasPrefix("TLSv") || name.hasPrefix("DTLSv") || (name.count == 6 && UInt16(name.dropFirst(2), radix: 16) == number)
             })
     }
+
+    #if canImport(FoundationNetworking)
+    // corelibs never delivers metrics, so only the calls below do. Apple's URLSession
+    // delivers its own during these exchanges: the test after them checks those.
 
     /// One exchange through a call of Catena's session, `collect` run while the server
     /// holds the head back; its outcome and the connection events reported.
@@ -112,4 +117,17 @@ struct URLSessionMetricsTests {
         call.collected(try #require(transaction().seen))
         #expect(events.withLock { $0 }.isEmpty)
     }
+    #else
+    @Test("Apple's URLSession: a real exchange reports its connection once, and the buffered answer carries it")
+    func appleMetrics() async throws {
+        let server = try await TestServer.running()
+        let events = Locked<[ConnectionInfo]>([])
+        var request = try APIRequest(.get, baseURL: server.baseURL, path: ["api", "users", "2"])
+        request.observe(CallObserver { event in if case .connection(let connection) = event { events.withLock { $0.append(connection) } } })
+        let response = try await URLSessionTransport().load(request)
+        let connection = try #require(response.timing?.connection)
+        #expect(events.withLock { $0 } == [connection])
+        #expect(connection.remoteAddress == "127.0.0.1" && connection.remotePort == server.port && connection.httpVersion == "1.1")
+    }
+    #endif
 }

@@ -40,12 +40,12 @@ extension AsyncHTTPClientTransport {
 
     /// `request` as the delegate API takes it, its body (in memory: the delegate paths
     /// take no streamed body) produced afresh; `cancelled` when the calling task is.
-    func delegateRequest(_ request: APIRequest, timeout: Duration, mark: UInt64?) throws(CatenaError) -> HTTPClient.Request {
+    func delegateRequest(_ request: APIRequest, timeout: Duration) throws(CatenaError) -> HTTPClient.Request {
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
                 url: try targetURL(of: request), method: HTTPMethod(rawValue: request.method.rawValue),
-                headers: try headers(for: request, mark: mark),
+                headers: try headers(for: request),
                 body: try request.inMemoryBodyData().map { .bytes($0) })
         } catch let error as CatenaError {
             throw error
@@ -96,22 +96,11 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private var head: HTTPResponseHead?
     private var headArrived = ContinuousClock.now
     private var body: ByteBuffer?
-    /// The exchange's mark for the connection watch, ended by `answer()`, which the call
-    /// makes exactly once. A `let`: a `deinit` that read a mark the caller's thread wrote
-    /// could run on the loop, a race ThreadSanitizer reports under load.
-    private let mark: UInt64?
 
     /// A delegate for one exchange of `request` through `transport`'s client, the
     /// request built (`cancelled` when the calling task is).
     init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) throws(CatenaError) {
-        let mark = transport.watch?.begin()
-        do {
-            self.outgoing = try transport.delegateRequest(request, timeout: timeout, mark: mark)
-        } catch {
-            if let mark { transport.watch?.drop(mark) }
-            throw error
-        }
-        self.mark = mark
+        self.outgoing = try transport.delegateRequest(request, timeout: timeout)
         self.transport = transport
         self.request = request
         self.limit = request[option: MaximumResponseSize.self]
@@ -174,12 +163,11 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// caller's task, not the event loop: an observer that takes its time must not hold
     /// up every connection on that loop.
     private func response(_ gathered: Response) -> APIResponse {
-        var mark = self.mark
-        let seen = transport.endExchange(&mark, started: started, request: request)
+        let seen = transport.connection(in: gathered.head.headers, started: started, request: request)
         request.report(.responseHead(status: Int(gathered.head.status.code), after: gathered.headArrived - started))
         var response = APIResponse(
             status: AsyncHTTPClientTransport.status(of: gathered.head.status),
-            headerFields: AsyncHTTPClientTransport.fields(of: gathered.head.headers),
+            headerFields: transport.responseFields(of: gathered.head.headers),
             body: Data(buffer: gathered.body, byteTransferStrategy: .automatic),
             request: request)
         response.timing = ResponseTiming(started: started, headArrived: gathered.headArrived, bodyEnded: .now, seen: seen)
@@ -190,7 +178,6 @@ final class GatheringDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// garbled connection may be someone else's leftover: the caller may send an
     /// idempotent request again.
     private func failure(_ error: any Error) -> CatenaError {
-        if let mark { transport.watch?.drop(mark) }
         let preHead = head == nil && AsyncHTTPClientTransport.isConnectionFailure(error)
         let failure: any Error = preHead ? AsyncHTTPClientTransport.PreHeadFailure(error: error) : error
         return AsyncHTTPClientTransport.map(failure, request: request, timeout: timeout, limit: limit)

@@ -10,14 +10,12 @@ import NIOHTTP1
 // of a response head before Catena reads its body.
 extension AsyncHTTPClientTransport {
     /// The header fields AsyncHTTPClient sends for `request`.
-    func headers(for request: APIRequest, mark: UInt64? = nil) throws(CatenaError) -> HTTPHeaders {
+    func headers(for request: APIRequest) throws(CatenaError) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headerFields.count + 3)
         var cookies = false
         for field in request.headerFields {
             if field.name == .cookie { cookies = true; continue }
-            // The connection watch's field is the transport's alone (see ExchangeWatch).
-            if mark != nil, field.name.canonicalName == ExchangeWatch.fieldName { continue }
             headers.add(name: field.name.rawName, value: field.value)
         }
         // HTTPFields keeps each cookie as a field of its own; HTTP/1.1 allows one
@@ -37,9 +35,6 @@ extension AsyncHTTPClientTransport {
             let name = host.contains(":") ? "[\(host)]" : host
             headers.add(name: "Host", value: request.port.map { "\(name):\($0)" } ?? name)
         }
-        // Last, so the watch's handler reads this one even if the caller sent a field of
-        // the name; it removes them all before any byte is written.
-        if let mark { headers.add(name: ExchangeWatch.fieldName, value: String(mark)) }
         return headers
     }
 
@@ -128,10 +123,12 @@ extension AsyncHTTPClientTransport {
         return HTTPResponse.Status(code: Int(status.code), reasonPhrase: status.reasonPhrase)
     }
 
-    static func fields(of headers: HTTPHeaders) -> HTTPFields {
+    static func fields(of headers: HTTPHeaders, dropping dropped: String? = nil) -> HTTPFields {
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
+            // The watch's name is lower-case, and so is the handler's field.
+            if let dropped, name.utf8.count == dropped.utf8.count, name == dropped { continue }
             guard let name = HTTPField.Name(name) else { continue }
             fields.append(HTTPField(name: name, value: value))
         }

@@ -41,9 +41,7 @@ extension AsyncHTTPClientTransport {
     /// its own. Only streamed calls the delegate path cannot take come here (a streamed
     /// or watched request body, a client that traces); see `sendStreamedThroughDelegate`.
     func sendStreaming(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> StreamedResponse {
-        var mark = watch?.begin()
-        defer { if let mark { watch?.drop(mark) } }
-        let outgoing = try await outgoing(request, mark: mark)
+        let outgoing = try await outgoing(request)
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let response: HTTPClientResponse
         let started = ContinuousClock.now
@@ -59,7 +57,7 @@ extension AsyncHTTPClientTransport {
             throw Self.map(error, request: request, timeout: timeout, limit: .max)
         }
         let headArrived = ContinuousClock.now
-        let timing = ResponseTiming(started: started, headArrived: headArrived, seen: endExchange(&mark, started: started, request: request))
+        let timing = ResponseTiming(started: started, headArrived: headArrived, seen: connection(in: response.headers, started: started, request: request))
         request.report(.responseHead(status: Int(response.status.code), after: timing.timeToFirstByte))
         let producer = Locked<Task<Void, Never>?>(nil)
         let channel = BodyChannel(
@@ -85,7 +83,7 @@ extension AsyncHTTPClientTransport {
         if channel.hasEnded { task.cancel() }
         var streamed = StreamedResponse(
             status: Self.status(of: response.status),
-            headerFields: Self.fields(of: response.headers), body: ResponseBody(channel: channel), request: request)
+            headerFields: responseFields(of: response.headers), body: ResponseBody(channel: channel), request: request)
         streamed.timing = timing
         return streamed
     }
@@ -141,8 +139,6 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         var paused: EventLoopPromise<Void>?
         /// The reader made room before the event loop got to pausing.
         var roomEarly = false
-        /// The exchange's mark for the connection watch; ended by `answer()` or `deinit`.
-        var mark: UInt64?
     }
 
     private let transport: AsyncHTTPClientTransport
@@ -158,13 +154,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     /// A delegate for one exchange of `request` through `transport`'s client, the
     /// request built (`cancelled` when the calling task is).
     init(transport: AsyncHTTPClientTransport, request: APIRequest, timeout: Duration) throws(CatenaError) {
-        let mark = transport.watch?.begin()
-        do {
-            state = Locked(State(outgoing: try transport.delegateRequest(request, timeout: timeout, mark: mark), mark: mark))
-        } catch {
-            if let mark { transport.watch?.drop(mark) }
-            throw error
-        }
+        state = Locked(State(outgoing: try transport.delegateRequest(request, timeout: timeout)))
         self.transport = transport
         self.request = request
         self.timeout = timeout
@@ -216,10 +206,6 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
         loop.execute { [self] in state.withLock { $0.task }?.cancel() }
     }
 
-    deinit {
-        if let mark = state.withLock({ $0.mark }) { transport.watch?.drop(mark) }
-    }
-
     /// Whether the exchange was handed to AsyncHTTPClient (for tests).
     var wasSent: Bool { state.withLock { $0.task != nil } }
 
@@ -229,20 +215,17 @@ final class StreamingDelegate: HTTPClientResponseDelegate, Sendable {
     @inline(never)
     func answer() throws(CatenaError) -> StreamedResponse {
         guard let outcome = state.withLock({ $0.outcome }) else { preconditionFailure("the answer is read once the head is decided") }
-        var marked = state.withLock { $0.mark.take() }
         let head: Head
         do {
             head = try outcome.get()
         } catch {
-            // Now, not when AsyncHTTPClient lets go of the delegate.
-            if let marked { transport.watch?.drop(marked) }
             throw error
         }
-        let seen = transport.endExchange(&marked, started: started, request: request)
+        let seen = transport.connection(in: head.head.headers, started: started, request: request)
         request.report(.responseHead(status: Int(head.head.status.code), after: head.headArrived - started))
         var streamed = StreamedResponse(
             status: AsyncHTTPClientTransport.status(of: head.head.status),
-            headerFields: AsyncHTTPClientTransport.fields(of: head.head.headers), body: ResponseBody(channel: head.channel), request: request)
+            headerFields: transport.responseFields(of: head.head.headers), body: ResponseBody(channel: head.channel), request: request)
         streamed.timing = ResponseTiming(started: started, headArrived: head.headArrived, seen: seen)
         return streamed
     }

@@ -60,9 +60,7 @@ extension AsyncHTTPClientTransport {
                 // Its own connection, never pooled: new, ready once TCP, a proxy's tunnel and TLS are done.
                 let connection = try await channel.eventLoop.submit {
                     let facts = ConnectionFacts(channel, httpVersion: "1.1", sync: channel.pipeline.syncOperations)
-                    return ConnectionInfo(
-                        isReused: false, readyAfter: facts.readyAt - started, remoteAddress: facts.remoteAddress, remotePort: facts.remotePort,
-                        localPort: facts.localPort, httpVersion: "1.1", tlsVersion: facts.tlsVersion)
+                    return ExchangeWatch.connection(facts.seen, started: started).connection
                 }.get()
                 request.report(.connection(connection))
                 try Task.checkCancellation()

@@ -75,8 +75,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     let knowsConfiguration: Bool
     /// WebSockets' TLS contexts, made on first use, by whether the route checks the address.
     let webSocketContexts = Locked<[Bool: NIOSSLContext]>([:])
-    /// Sees each exchange's connection: set for the clients Catena configured (see `ExchangeWatch`).
-    let watch: ExchangeWatch?
+    /// Whether the client's connections carry the handler that names each exchange's
+    /// connection on its response: the clients Catena configured (see `ExchangeWatch`).
+    let watches: Bool
     /// Buffered calls between `startingLoop()` and `callEnded()`.
     private let buffersInFlight = Atomic<Int>(0)
 
@@ -104,7 +105,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
     public convenience init(timeout: Duration = .seconds(60)) {
-        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, watch: .shared, timeout: timeout)
+        self.init(client: Self.sharedClient, owns: false, decodes: true, traces: false, knowsConfiguration: true, watches: true, timeout: timeout)
     }
 
     /// A transport over your client. You shut the client down when you are done.
@@ -130,20 +131,14 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
         self.init(
             client: client, owns: true, decodes: decodes, traces: traces, routes: routes, hasOwnProxy: configuration.proxy != nil,
-            tls: configuration.tlsConfiguration, knowsConfiguration: true, watch: .shared, timeout: timeout)
+            tls: configuration.tlsConfiguration, knowsConfiguration: true, watches: true, timeout: timeout)
     }
 
     /// A transport over `client`, whose configuration went through `watching(_:)`, so
     /// that its exchanges' connections are seen as with a client Catena made. For the
     /// package's tests, whose suites share one client.
     package convenience init(watchedClient client: HTTPClient, decodesCompression: Bool, timeout: Duration) {
-        self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watch: .shared, timeout: timeout)
-    }
-
-    /// A transport over `client`, whose configuration went through `watching(_:into:)`
-    /// with `watch` (for tests that count what stays registered in it).
-    convenience init(watchedClient client: HTTPClient, watch: ExchangeWatch, timeout: Duration) {
-        self.init(client: client, owns: false, decodes: true, traces: false, watch: watch, timeout: timeout)
+        self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watches: true, timeout: timeout)
     }
 
     /// `configuration` with the handler that sees each exchange's connection (see `ExchangeWatch`).
@@ -153,11 +148,11 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     private init(
         client: HTTPClient, owns: Bool, decodes: Bool, traces: Bool, routes: ClientRoutes? = nil, hasOwnProxy: Bool = false,
-        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, watch: ExchangeWatch? = nil, timeout: Duration
+        tls: TLSConfiguration? = nil, knowsConfiguration: Bool = false, watches: Bool = false, timeout: Duration
     ) {
         self.tlsConfiguration = tls
         self.knowsConfiguration = knowsConfiguration
-        self.watch = watch
+        self.watches = watches
         self.client = client
         self.routes = routes
         self.hasOwnProxy = hasOwnProxy
@@ -290,10 +285,10 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     /// The request as AsyncHTTPClient takes it, its body opened afresh.
-    func outgoing(_ request: APIRequest, mark: UInt64? = nil) async throws(CatenaError) -> HTTPClientRequest {
+    func outgoing(_ request: APIRequest) async throws(CatenaError) -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: try targetURL(of: request))
         outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
-        outgoing.headers = try headers(for: request, mark: mark)
+        outgoing.headers = try headers(for: request)
         if let stream = request.body.stream {
             outgoing.body = try Self.streamedBody(stream, request: request)
         } else if let data = try await request.bodyData() {
@@ -311,9 +306,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
 
     /// One exchange, no redirects followed.
     private func send(_ request: APIRequest, timeout: Duration) async throws(CatenaError) -> APIResponse {
-        var mark = watch?.begin()
-        defer { if let mark { watch?.drop(mark) } }
-        let outgoing = try await outgoing(request, mark: mark)
+        let outgoing = try await outgoing(request)
         let limit = request[option: MaximumResponseSize.self]
         guard !Task.isCancelled else { throw CatenaError(.cancelled, request: request) }
         let deadline = NIODeadline.now() + TimeAmount(timeout)
@@ -327,7 +320,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
             try checkHead(status: response.status, headers: response.headers, request: request)
             let headArrived = ContinuousClock.now
-            let seen = endExchange(&mark, started: started, request: request)
+            let seen = connection(in: response.headers, started: started, request: request)
             request.report(.responseHead(status: Int(response.status.code), after: headArrived - started))
             let body = response.body
             let buffer: ByteBuffer
@@ -346,7 +339,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
             }
             var complete = APIResponse(
                 status: Self.status(of: response.status),
-                headerFields: Self.fields(of: response.headers),
+                headerFields: responseFields(of: response.headers),
                 body: Data(buffer: buffer, byteTransferStrategy: .automatic),
                 request: request)
             complete.timing = ResponseTiming(started: started, headArrived: headArrived, bodyEnded: .now, seen: seen)
@@ -356,14 +349,20 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
         }
     }
 
-    /// Ends the exchange `mark` marked (once: `mark` is nil after), and reports the
-    /// connection it went over to the request's observers.
-    func endExchange(_ mark: inout UInt64?, started: ContinuousClock.Instant, request: APIRequest) -> (connection: ConnectionInfo, requestSent: Duration?)? {
-        guard let ended = mark, let watch else { return nil }
-        mark = nil
-        guard let seen = watch.end(ended, started: started) else { return nil }
-        request.report(.connection(seen.connection))
-        return seen
+    /// The connection a watched client's handler named on a response head, reported to
+    /// the request's observers; nil for a client passed in, whose servers' fields of that
+    /// name are theirs.
+    func connection(in headers: HTTPHeaders, started: ContinuousClock.Instant, request: APIRequest) -> (connection: ConnectionInfo, requestSent: Duration?)? {
+        guard watches, let value = headers.first(name: ExchangeWatch.fieldName), let seen = ExchangeWatch.seen(in: value) else { return nil }
+        let connection = ExchangeWatch.connection(seen, started: started)
+        request.report(.connection(connection.connection))
+        return connection
+    }
+
+    /// A response head's fields as Catena hands them over: without the watch's field on a
+    /// watched client (see `ExchangeWatch`).
+    func responseFields(of headers: HTTPHeaders) -> HTTPFields {
+        Self.fields(of: headers, dropping: watches ? ExchangeWatch.fieldName : nil)
     }
 
     /// Reads the body (into memory, or to a file) before `deadline`.

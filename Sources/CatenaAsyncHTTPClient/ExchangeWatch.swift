@@ -5,58 +5,147 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTP2
 import NIOSSL
-import Synchronization
 
 /// Which connection each exchange went over, for the clients Catena configures.
 ///
-/// AsyncHTTPClient does not say which connection carried a request. The transport marks
-/// each request with a field (`catena-exchange: N`); a handler that Catena's connection
-/// initializers put in every connection's pipeline, just past the request encoder (or an
-/// HTTP/2 stream's codec), takes the field off before any byte is written, notes what
-/// the connection is, when the head and the request's end went out, and publishes that
-/// here before the response's first byte reaches the decoder: so before the transport
-/// sees the head. A client passed in (`init(client:)`) has no handler; its requests carry
-/// no mark.
-final class ExchangeWatch: Sendable {
-    /// One for the process: the shared client's transports share its connections.
-    static let shared = ExchangeWatch()
-    /// The mark's field name; never sent (the handler removes every field of this name).
-    static let fieldName = "catena-exchange"
+/// AsyncHTTPClient does not say which connection carried a request. A handler that
+/// Catena's connection initializers put in every connection's pipeline, just past the
+/// response decoder (or an HTTP/2 stream's codec), adds a field to each response head it
+/// passes on (`catena-connection`) saying what the connection is, whether this is its
+/// first exchange, and when the request's end went out; it first removes any field of
+/// that name the server sent. The transport takes the field off the head before
+/// anything else reads it. The facts travel with the head itself: no request is marked
+/// and nothing is registered, so nothing can be left behind. A client passed in
+/// (`init(client:)`) has no handler, and its transport leaves a server's field of that
+/// name alone.
+enum ExchangeWatch {
+    /// The field's name; never seen by the caller on a watched client's responses.
+    static let fieldName = "catena-connection"
+    /// What the field's instants count from: one process's handlers and transports share it.
+    static let epoch = ContinuousClock.now
 
     /// What the handler saw of one exchange.
-    struct Seen: Sendable {
+    struct Seen: Sendable, Equatable {
         /// Whether this exchange was the connection's first.
         var isFirst: Bool
         var readyAt: ContinuousClock.Instant
+        var requestSent: ContinuousClock.Instant?
+        var httpVersion: String
+        var tlsVersion: String?
         var remoteAddress: String?
         var remotePort: Int?
         var localPort: Int?
-        var httpVersion: String
-        var tlsVersion: String?
-        var requestSent: ContinuousClock.Instant?
     }
 
-    private let next = Atomic<UInt64>(0)
-    /// The exchanges begun and not yet ended: nil until the handler published.
-    private let exchanges = Locked<[UInt64: Seen?]>([:])
-
-    /// A new mark, registered until ``end(_:started:)`` or ``drop(_:)``.
-    func begin() -> UInt64 {
-        let mark = next.add(1, ordering: .relaxed).newValue
-        exchanges.withLock { $0[mark] = .some(nil) }
-        return mark
+    /// The field's value: `first sent ready version tls address port local`, instants as
+    /// nanoseconds from ``epoch``, "-" for what is unknown.
+    static func value(of seen: Seen) -> String {
+        value(first: seen.isFirst, sent: seen.requestSent, connection: connectionPart(of: seen))
     }
 
-    /// Records what the handler saw; ignored once the exchange ended, so nothing outlives it.
-    func publish(_ mark: UInt64, _ seen: Seen) {
-        exchanges.withLock { exchanges in
-            if exchanges[mark] != nil { exchanges[mark] = seen }
+    /// One allocation per head: the handler makes this for every response.
+    static func value(first: Bool, sent: ContinuousClock.Instant?, connection: String) -> String {
+        var value = first ? "1 " : "0 "
+        value.reserveCapacity(24 + connection.utf8.count)
+        value += sent.map(nanoseconds) ?? "-"
+        value += " "
+        value += connection
+        return value
+    }
+
+    /// The part of ``value(of:)`` that is the connection's own, made once per connection.
+    static func connectionPart(of seen: Seen) -> String {
+        [
+            nanoseconds(seen.readyAt), seen.httpVersion, seen.tlsVersion ?? "-", seen.remoteAddress ?? "-", seen.remotePort.map(String.init) ?? "-",
+            seen.localPort.map(String.init) ?? "-",
+        ].joined(separator: " ")
+    }
+
+    private static let httpVersions = ["1.1", "2"]
+    private static let tlsVersions = ["TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3"]
+
+    /// The field's value read back; nil for anything ``value(of:)`` does not make (the
+    /// handler writes it, but nothing read off a head is taken on trust). Read in place,
+    /// allocating nothing: the transport reads one for every response.
+    static func seen(in value: String) -> Seen? {
+        var value = value
+        return value.withUTF8 { bytes -> Seen? in
+            var words = Words(rest: bytes[...])
+            guard let first = words.next(), let sent = words.next(), let ready = words.next(), let version = words.next(), let tls = words.next(),
+                let address = words.next(), let remotePort = words.next(), let localPort = words.next(), words.next() == nil,
+                first.count == 1, first.first == UInt8(ascii: "1") || first.first == UInt8(ascii: "0"),
+                let readyAt = number(ready).map(instant), let httpVersion = httpVersions.first(where: { $0.utf8.elementsEqual(version) }),
+                let requestSent = optional(sent, { number($0).map(instant) }),
+                let tlsVersion = optional(tls, { tls in tlsVersions.first { $0.utf8.elementsEqual(tls) } }),
+                let remote = optional(remotePort, port), let local = optional(localPort, port), !address.isEmpty
+            else { return nil }
+            return Seen(
+                isFirst: first.first == UInt8(ascii: "1"), readyAt: readyAt, requestSent: requestSent, httpVersion: httpVersion,
+                tlsVersion: tlsVersion, remoteAddress: isDash(address) ? nil : String(decoding: address, as: UTF8.self), remotePort: remote,
+                localPort: local)
         }
     }
 
-    /// Ends the exchange: its connection, and when its request was sent, measured from `started`.
-    func end(_ mark: UInt64, started: ContinuousClock.Instant) -> (connection: ConnectionInfo, requestSent: Duration?)? {
-        guard let seen = exchanges.withLock({ $0.removeValue(forKey: mark) }) ?? nil else { return nil }
+    private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
+
+    /// The words of a value, split at each space; an empty word where two meet.
+    private struct Words {
+        var rest: Bytes?
+
+        mutating func next() -> Bytes? {
+            guard let current = rest else { return nil }
+            guard let space = current.firstIndex(of: UInt8(ascii: " ")) else {
+                rest = nil
+                return current
+            }
+            rest = current[(space + 1)...]
+            return current[..<space]
+        }
+    }
+
+    private static func isDash(_ word: Bytes) -> Bool {
+        word.count == 1 && word.first == UInt8(ascii: "-")
+    }
+
+    /// `.some(nil)` for "-", `.some(value)` for what `read` reads, nil for anything else.
+    private static func optional<T>(_ word: Bytes, _ read: (Bytes) -> T?) -> T?? {
+        isDash(word) ? .some(nil) : read(word).map { .some($0) }
+    }
+
+    /// A whole number as `String(_:)` writes one: an optional minus, no leading zeros,
+    /// no "-0", within Int64.
+    private static func number(_ word: Bytes) -> Int64? {
+        let negative = word.first == UInt8(ascii: "-")
+        let digits = negative ? word.dropFirst() : word
+        guard let lead = digits.first, lead != UInt8(ascii: "0") || (digits.count == 1 && !negative) else { return nil }
+        var magnitude: UInt64 = 0
+        for byte in digits {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            let (times, overflowed) = magnitude.multipliedReportingOverflow(by: 10)
+            let (sum, carried) = times.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+            guard !overflowed, !carried, sum <= UInt64(Int64.max) else { return nil }
+            magnitude = sum
+        }
+        return negative ? -Int64(magnitude) : Int64(magnitude)
+    }
+
+    private static func port(_ word: Bytes) -> Int? {
+        guard word.first != UInt8(ascii: "-"), let port = number(word), port <= 65535 else { return nil }
+        return Int(port)
+    }
+
+    private static func nanoseconds(_ instant: ContinuousClock.Instant) -> String {
+        let (seconds, attoseconds) = (instant - epoch).components
+        return String(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    private static func instant(_ nanoseconds: Int64) -> ContinuousClock.Instant {
+        epoch + .nanoseconds(nanoseconds)
+    }
+
+    /// The connection `seen` describes, for an exchange handed to the client at
+    /// `started`, and when its request was sent, measured from `started`.
+    static func connection(_ seen: Seen, started: ContinuousClock.Instant) -> (connection: ConnectionInfo, requestSent: Duration?) {
         // New to this exchange: its connection's first, or an HTTP/2 stream that began
         // before the connection was ready (it waited for the handshake with the first). An
         // HTTP/1.1 connection made while this exchange waited, but first used by another,
@@ -66,24 +155,18 @@ final class ExchangeWatch: Sendable {
         let connection = ConnectionInfo(
             isReused: !isNew, readyAfter: isNew && waited ? seen.readyAt - started : nil, remoteAddress: seen.remoteAddress,
             remotePort: seen.remotePort, localPort: seen.localPort, httpVersion: seen.httpVersion, tlsVersion: seen.tlsVersion)
+        // A request whose end went out after the head (an early answer) has no send time.
         return (connection, seen.requestSent.map { $0 - started })
     }
 
-    /// Forgets an exchange that ended without a head.
-    func drop(_ mark: UInt64) {
-        exchanges.withLock { _ = $0.removeValue(forKey: mark) }
-    }
-
-    /// The number of exchanges begun and not ended (for tests: nothing may stay).
-    var pending: Int { exchanges.withLock { $0.count } }
-
     /// `configuration` with the handler added to every connection, after its own initializers.
-    static func watching(_ configuration: HTTPClient.Configuration, into watch: ExchangeWatch = .shared) -> HTTPClient.Configuration {
+    static func watching(_ configuration: HTTPClient.Configuration) -> HTTPClient.Configuration {
         var configuration = configuration
         configuration.http1_1ConnectionDebugInitializer = after(configuration.http1_1ConnectionDebugInitializer) { channel in
             let sync = channel.pipeline.syncOperations
             let facts = ConnectionFacts(channel, httpVersion: "1.1", sync: sync)
-            try sync.addHandler(ExchangeWatchHandler(facts, watch), position: .after(try sync.handler(type: HTTPRequestEncoder.self)))
+            try sync.addHandler(
+                ExchangeWatchHandler(facts), position: .after(try sync.handler(type: ByteToMessageHandler<HTTPResponseDecoder>.self)))
         }
         configuration.http2ConnectionDebugInitializer = after(configuration.http2ConnectionDebugInitializer) { channel in
             let sync = channel.pipeline.syncOperations
@@ -91,11 +174,11 @@ final class ExchangeWatch: Sendable {
         }
         configuration.http2StreamChannelDebugInitializer = after(configuration.http2StreamChannelDebugInitializer) { channel in
             // Streams run on their connection's loop, where its facts live. Without them
-            // (a caller's initializer removed them) the handler still takes the mark off.
+            // (a caller's initializer removed them) the handler still removes a server's field.
             let facts = try? channel.parent?.pipeline.syncOperations.handler(type: ConnectionFacts.self)
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(
-                ExchangeWatchHandler(facts, watch), position: .after(try sync.handler(type: HTTP2FramePayloadToHTTP1ClientCodec.self)))
+                ExchangeWatchHandler(facts), position: .after(try sync.handler(type: HTTP2FramePayloadToHTTP1ClientCodec.self)))
         }
         return configuration
     }
@@ -119,22 +202,19 @@ final class ExchangeWatch: Sendable {
 /// whatever reaches it) for its streams' handlers to find; touched on its event loop only.
 final class ConnectionFacts: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
-    let readyAt = ContinuousClock.now
-    let remoteAddress: String?
-    let remotePort: Int?
-    let localPort: Int?
-    let httpVersion: String
-    let tlsVersion: String?
+    /// The connection as its first exchange sees it.
+    let seen: ExchangeWatch.Seen
+    /// The connection's part of the field, made once.
+    let connectionPart: String
     var heads = 0
 
     init(_ channel: any Channel, httpVersion: String, sync: ChannelPipeline.SynchronousOperations?) {
         let remote = channel.parent?.remoteAddress ?? channel.remoteAddress
-        remoteAddress = remote?.ipAddress
-        remotePort = remote?.port
-        localPort = (channel.parent ?? channel).localAddress?.port
-        self.httpVersion = httpVersion
         let tls = try? (sync ?? channel.parent?.pipeline.syncOperations)?.handler(type: NIOSSLHandler.self).tlsVersion
-        tlsVersion = tls.flatMap { $0 }.map(Self.name)
+        seen = ExchangeWatch.Seen(
+            isFirst: true, readyAt: .now, httpVersion: httpVersion, tlsVersion: tls.flatMap { $0 }.map(Self.name),
+            remoteAddress: remote?.ipAddress, remotePort: remote?.port, localPort: (channel.parent ?? channel).localAddress?.port)
+        connectionPart = ExchangeWatch.connectionPart(of: seen)
     }
 
     private static func name(_ version: TLSVersion) -> String {
@@ -147,57 +227,45 @@ final class ConnectionFacts: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Takes the mark off each request head, and publishes what its exchange went over once
-/// the response's first bytes arrive (again if the request's end goes out after them).
-/// On its channel's event loop only.
+/// Notes whether each request is its connection's first and when its end went out, and
+/// adds what the exchange went over to the response's head (see ``ExchangeWatch``),
+/// after removing any field of that name the server sent. On its channel's event loop only.
 final class ExchangeWatchHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-    typealias InboundOut = NIOAny
+    typealias InboundIn = HTTPClientResponsePart
+    typealias InboundOut = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
 
-    /// Nil when the connection's facts could not be found: the mark is still taken off.
+    /// Nil when the connection's facts could not be found: a server's field is still removed.
     private let facts: ConnectionFacts?
-    private let watch: ExchangeWatch
-    private var mark: UInt64?
-    private var seen: ExchangeWatch.Seen?
-    private var published = false
+    private var isFirst = false
+    private var requestSent: ContinuousClock.Instant?
 
-    init(_ facts: ConnectionFacts?, _ watch: ExchangeWatch) {
+    init(_ facts: ConnectionFacts?) {
         self.facts = facts
-        self.watch = watch
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(var head):
-            // The transport sends one field of the name (it drops a caller's); all go.
-            let value = head.headers.first(name: ExchangeWatch.fieldName)
-            if value != nil { head.headers.remove(name: ExchangeWatch.fieldName) }
-            mark = value.flatMap { UInt64($0) }
-            published = false
-            seen = facts.map { facts in
-                ExchangeWatch.Seen(
-                    isFirst: facts.heads == 0, readyAt: facts.readyAt, remoteAddress: facts.remoteAddress, remotePort: facts.remotePort,
-                    localPort: facts.localPort, httpVersion: facts.httpVersion, tlsVersion: facts.tlsVersion)
-            }
+        case .head:
+            isFirst = facts?.heads == 0
             facts?.heads += 1
-            context.write(wrapOutboundOut(.head(head)), promise: promise)
+            requestSent = nil
         case .end:
-            seen?.requestSent = .now
-            if published, let mark, let seen { watch.publish(mark, seen) }
-            context.write(data, promise: promise)
+            requestSent = .now
         case .body:
-            context.write(data, promise: promise)
+            break
         }
+        context.write(data, promise: promise)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if !published, let mark, let seen {
-            published = true
-            watch.publish(mark, seen)
+        guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
+        if head.headers.contains(name: ExchangeWatch.fieldName) { head.headers.remove(name: ExchangeWatch.fieldName) }
+        if let facts {
+            head.headers.add(name: ExchangeWatch.fieldName, value: ExchangeWatch.value(first: isFirst, sent: requestSent, connection: facts.connectionPart))
         }
-        context.fireChannelRead(data)
+        context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 }
 #endif  // AsyncHTTPClient

@@ -62,35 +62,47 @@ struct ConnectionInfoTests {
         #expect(reported.allSatisfy { $0.beforeHead })
     }
 
-    @Test("the mark never reaches the server, also when the caller sends a field of its name")
-    func markStripped() async throws {
-        let server = try await TestServer.running()
+    @Test("the watch's field is never handed over; a server's own field of its name is replaced, on every path")
+    func serverFieldReplaced() async throws {
+        let faults = try await FaultServer.running()
         let transport = AsyncHTTPClientTransport(configuration: AsyncHTTPClientTransport.defaultConfiguration)
         defer { Task { try? await transport.shutdown() } }
-        for field in [nil, "forged", "12"] {
-            var request = APIRequest(.get, url: server.baseURL.appending(path: "api/echo"))
-            if let field { request.headerFields[HTTPField.Name(ExchangeWatch.fieldName)!] = field }
-            let response = try await transport.load(request)
-            let echo = try JSONDecoder().decode(Echo.self, from: response.body)
-            #expect(echo.header(ExchangeWatch.fieldName) == nil, "\(echo.headers)")
-            #expect(response.timing?.connection != nil)
+        let url = faults.baseURL.appending(path: MisbehavingServer.Fault.forgedConnection.rawValue)
+        var streamedBody = APIRequest(.post, url: url)
+        streamedBody.body = .stream(length: 3) {
+            AsyncThrowingStream {
+                $0.yield(Data("abc".utf8)); $0.finish()
+            }
         }
-        // Streamed, through both of the streaming paths.
-        let streamed = try await transport.stream(APIRequest(.get, url: server.baseURL.appending(path: "api/echo")))
-        let echo = try JSONDecoder().decode(Echo.self, from: try await streamed.collect().body)
-        #expect(echo.header(ExchangeWatch.fieldName) == nil)
-        #expect(streamed.timing?.connection?.isReused == true)
+        // The buffered delegate path, execute + collect (a streamed request body), and both streaming paths.
+        var answers: [(fields: HTTPFields, timing: ResponseTiming?)] = []
+        for request in [APIRequest(.get, url: url), streamedBody] {
+            let loaded = try await transport.load(request)
+            answers.append((loaded.headerFields, loaded.timing))
+            let streamed = try await transport.stream(request)
+            answers.append((streamed.headerFields, streamed.timing))
+            _ = try await streamed.collect()
+        }
+        for answer in answers {
+            #expect(answer.fields[HTTPField.Name(ExchangeWatch.fieldName)!] == nil, "\(answer.fields)")
+            let connection = try #require(answer.timing?.connection)
+            #expect(connection.remoteAddress == "127.0.0.1" && connection.remotePort == faults.port && connection.tlsVersion == nil)
+        }
+        // Nothing of the watch goes out with the request.
+        let server = try await TestServer.running()
+        let echo = try JSONDecoder().decode(Echo.self, from: try await transport.load(APIRequest(.get, url: server.baseURL.appending(path: "api/echo"))).body)
+        #expect(echo.headers.keys.allSatisfy { !$0.lowercased().hasPrefix("catena-") }, "\(echo.headers)")
     }
 
-    @Test("a client passed in is not watched: no mark goes out and no connection is reported")
+    @Test("a client passed in is not watched: a server's field of the watch's name stays as sent, and no connection is reported")
     func clientPassedIn() async throws {
-        let server = try await TestServer.running()
+        let faults = try await FaultServer.running()
         let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
         defer { Task { try? await client.shutdown() } }
         let transport = AsyncHTTPClientTransport(client: client)
         let events = Locked<[CallEvent]>([])
-        let response = try await transport.load(Self.request(server.baseURL.appending(path: "api/echo"), events))
-        #expect(try JSONDecoder().decode(Echo.self, from: response.body).header(ExchangeWatch.fieldName) == nil)
+        let response = try await transport.load(Self.request(faults.baseURL.appending(path: MisbehavingServer.Fault.forgedConnection.rawValue), events))
+        #expect(response.headerFields[values: HTTPField.Name(ExchangeWatch.fieldName)!] == Array(repeating: MisbehavingServer.forgedConnectionField, count: 2))
         #expect(response.timing != nil)
         #expect(response.timing?.connection == nil)
         #expect(Self.connections(events.withLock { $0 }).isEmpty)
@@ -185,36 +197,77 @@ struct ConnectionInfoTests {
         #endif
     }
 
-    @Test("the watch's rules: a late publish is ignored, a drop forgets, waiting makes an exchange new")
-    func watchBookkeeping() {
-        let watch = ExchangeWatch()
+    @Test("the watch's rules: waiting makes an exchange new, a pooled connection another call opened is reused")
+    func watchRules() {
         let started = ContinuousClock.now
-        let seen = ExchangeWatch.Seen(isFirst: true, readyAt: started + .milliseconds(5), httpVersion: "1.1")
-        let a = watch.begin(), b = watch.begin()
-        #expect(watch.pending == 2)
-        #expect(watch.end(a, started: started) == nil, "nothing published: no connection")
-        watch.publish(a, seen)
-        #expect(watch.pending == 1, "a publish after the end adds nothing")
-        watch.publish(b, seen)
-        #expect(watch.end(b, started: started)?.connection == ConnectionInfo(isReused: false, readyAfter: .milliseconds(5), httpVersion: "1.1"))
+        func seen(_ first: Bool, _ readyAt: ContinuousClock.Instant, _ version: String) -> ExchangeWatch.Seen {
+            ExchangeWatch.Seen(isFirst: first, readyAt: readyAt, httpVersion: version)
+        }
+        #expect(
+            ExchangeWatch.connection(seen(true, started + .milliseconds(5), "1.1"), started: started).connection
+                == ConnectionInfo(isReused: false, readyAfter: .milliseconds(5), httpVersion: "1.1"))
         // A connection ready before the exchange began: reused, unless this is its first exchange.
         for (first, reused) in [(true, false), (false, true)] {
-            let mark = watch.begin()
-            watch.publish(mark, ExchangeWatch.Seen(isFirst: first, readyAt: started - .seconds(1), httpVersion: "2"))
-            let connection = watch.end(mark, started: started)?.connection
-            #expect(connection?.isReused == reused && connection?.readyAfter == nil)
+            let connection = ExchangeWatch.connection(seen(first, started - .seconds(1), "2"), started: started).connection
+            #expect(connection.isReused == reused && connection.readyAfter == nil)
         }
         // An HTTP/2 stream queued behind the handshake waited for it: new, with its wait.
-        let queued = watch.begin()
-        watch.publish(queued, ExchangeWatch.Seen(isFirst: false, readyAt: started + .milliseconds(7), httpVersion: "2"))
-        #expect(watch.end(queued, started: started)?.connection == ConnectionInfo(isReused: false, readyAfter: .milliseconds(7), httpVersion: "2"))
+        #expect(
+            ExchangeWatch.connection(seen(false, started + .milliseconds(7), "2"), started: started).connection
+                == ConnectionInfo(isReused: false, readyAfter: .milliseconds(7), httpVersion: "2"))
         // An HTTP/1.1 connection made while this exchange waited, but first used by another: reused.
-        let pooled = watch.begin()
-        watch.publish(pooled, ExchangeWatch.Seen(isFirst: false, readyAt: started + .milliseconds(7), httpVersion: "1.1"))
-        #expect(watch.end(pooled, started: started)?.connection == ConnectionInfo(isReused: true, httpVersion: "1.1"))
-        let d = watch.begin()
-        watch.drop(d)
-        #expect(watch.pending == 0)
+        #expect(
+            ExchangeWatch.connection(seen(false, started + .milliseconds(7), "1.1"), started: started).connection
+                == ConnectionInfo(isReused: true, httpVersion: "1.1"))
+        // A request whose end had not gone out when the head came has no send time.
+        #expect(ExchangeWatch.connection(seen(true, started, "1.1"), started: started).requestSent == nil)
+    }
+
+    @Test("the watch's field reads back what it was made of, for random connections")
+    func fieldRoundTrip() {
+        var random = SystemRandomNumberGenerator()
+        let addresses = ["127.0.0.1", "::1", "fe80::1%eth0", "2001:db8::7", "192.0.2.1"]
+        func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
+        for _ in 0..<2_000 {
+            let seen = ExchangeWatch.Seen(
+                isFirst: Bool.random(using: &random),
+                readyAt: ExchangeWatch.epoch + .nanoseconds(Int64.random(in: -1_000_000_000_000...1_000_000_000_000, using: &random)),
+                requestSent: maybe(ExchangeWatch.epoch + .nanoseconds(Int64.random(in: 0...Int64(Int32.max), using: &random))),
+                httpVersion: ["1.1", "2"].randomElement(using: &random)!, tlsVersion: maybe(["TLSv1.2", "TLSv1.3"].randomElement(using: &random)!),
+                remoteAddress: maybe(addresses.randomElement(using: &random)!), remotePort: maybe(Int.random(in: 0...65535, using: &random)),
+                localPort: maybe(Int.random(in: 0...65535, using: &random)))
+            #expect(ExchangeWatch.seen(in: ExchangeWatch.value(of: seen)) == seen)
+        }
+    }
+
+    @Test("anything else in the field is no connection, never a trap: cut, padded, mutated, random bytes")
+    func fieldHostile() {
+        var random = SystemRandomNumberGenerator()
+        let good = ExchangeWatch.value(
+            of: ExchangeWatch.Seen(isFirst: true, readyAt: ExchangeWatch.epoch, httpVersion: "1.1", remoteAddress: "127.0.0.1", remotePort: 80, localPort: 5000)
+        )
+        #expect(ExchangeWatch.seen(in: good) != nil)
+        let bad = [
+            "", " ", "1", good + " ", " " + good, good.replacingOccurrences(of: " ", with: "  "), "2" + good.dropFirst(), "1 x" + good.dropFirst(3),
+            "1 - 99999999999999999999 1.1 - - - -", "1 - 0  - - - -", "1 - 0 1.1 - - 80x -", "1 - 0 1.1 - - - - -",
+            MisbehavingServer.forgedConnectionField + " 3",
+        ]
+        for text in bad {
+            #expect(ExchangeWatch.seen(in: text) == nil, "\(text)")
+        }
+        for _ in 0..<5_000 {
+            var bytes = Array(good.utf8)
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                switch Int.random(in: 0...2, using: &random) {
+                case 0 where !bytes.isEmpty: bytes.remove(at: Int.random(in: bytes.indices, using: &random))
+                case 1: bytes.insert(UInt8.random(in: 0...255, using: &random), at: Int.random(in: 0...bytes.count, using: &random))
+                default: if !bytes.isEmpty { bytes[Int.random(in: bytes.indices, using: &random)] = UInt8.random(in: 32...126, using: &random) }
+                }
+            }
+            // Whatever it reads, it reads only what value(of:) writes back unchanged.
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let seen = ExchangeWatch.seen(in: text) { #expect(ExchangeWatch.value(of: seen) == text, "\(text)") }
+        }
     }
 
     @Test("two calls waiting for one HTTP/1.1 connection: the first opens it, the second reuses it")
@@ -233,49 +286,6 @@ struct ConnectionInfoTests {
         #expect(connections.filter(\.isReused).count == 1, "\(connections)")
         #expect(connections.filter { $0.readyAfter != nil }.count == 1, "only the opener waited for the set-up: \(connections)")
         #expect(Set(connections.map(\.localPort)).count == 1, "one connection")
-    }
-
-    @Test("no exchange stays registered: answered, failed, timed out, cancelled, on every path of the transport")
-    func nothingStays() async throws {
-        let watch = ExchangeWatch()
-        let client = HTTPClient(
-            eventLoopGroup: .singletonMultiThreadedEventLoopGroup,
-            configuration: ExchangeWatch.watching(AsyncHTTPClientTransport.defaultConfiguration, into: watch))
-        defer { Task { try? await client.shutdown() } }
-        let transport = AsyncHTTPClientTransport(watchedClient: client, watch: watch, timeout: .seconds(10))
-        let server = try await TestServer.running()
-        let echo = server.baseURL.appending(path: "api/echo")
-        var streamedBody = APIRequest(.post, url: echo)
-        streamedBody.body = .stream(length: 3) {
-            AsyncThrowingStream {
-                $0.yield(Data("abc".utf8)); $0.finish()
-            }
-        }
-        // The buffered delegate path, execute + collect (a streamed request body), and both streaming paths.
-        #expect(try await transport.load(APIRequest(.get, url: echo)).timing?.connection != nil)
-        #expect(try await transport.load(streamedBody).timing?.connection != nil)
-        #expect(try await transport.stream(APIRequest(.get, url: echo)).timing?.connection != nil)
-        #expect(try await transport.stream(streamedBody).timing?.connection != nil)
-        // A refused connection, a 404, a head that comes too late, and calls cancelled while they wait.
-        let port = try await TestServer.closedPort()
-        await #expect(throws: CatenaError.self) { try await transport.load(APIRequest(.get, url: URL(string: "http://127.0.0.1:\(port)/")!)) }
-        #expect(try await transport.load(APIRequest(.get, url: server.baseURL.appending(path: "api/status/404"))).status == .notFound)
-        var drip = URLComponents(url: server.baseURL.appending(path: "api/drip"), resolvingAgainstBaseURL: false)!
-        drip.queryItems = [URLQueryItem(name: "delay", value: "2"), URLQueryItem(name: "chunks", value: "1")]
-        var late = APIRequest(.get, url: drip.url!)
-        late[option: RequestTimeout.self] = .milliseconds(200)
-        await #expect(throws: CatenaError.self) { try await transport.load(late) }
-        await #expect(throws: CatenaError.self) { try await transport.stream(late) }
-        let held = try #require(drip.url)
-        for streaming in [false, true] {
-            let call = Task {
-                streaming ? try await transport.stream(APIRequest(.get, url: held)).status : try await transport.load(APIRequest(.get, url: held)).status
-            }
-            try await Task.sleep(for: .milliseconds(100))
-            call.cancel()
-            _ = await call.result
-        }
-        #expect(watch.pending == 0)
     }
 }
 

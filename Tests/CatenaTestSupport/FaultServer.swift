@@ -30,7 +30,7 @@ extension MisbehavingServer.Fault {
     var expected: Expected {
         switch self {
         // (identity, gzip: libcurl decodes it, NIO does not; a test of its own.)
-        case .ok, .gzip, .interim, .interimLength, .identityGzip, .tinyChunks: .status(200)
+        case .ok, .forgedConnection, .gzip, .interim, .interimLength, .identityGzip, .tinyChunks: .status(200)
         case .noContentWithBody: .status(204)
         case .truncated, .reset, .closeEarly, .cutAfterApply: .error(.connectionLost)
         case .garbage, .hugeHead, .badChunked, .badGzip, .twoLengths, .chunkedWithLength, .endless, .redirectLoop: .error(.invalidResponse)

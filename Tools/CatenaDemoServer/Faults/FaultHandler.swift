@@ -101,6 +101,9 @@ final class FaultHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch fault {
         case .ok:
             respond("200 OK")
+        case .forgedConnection:
+            let forged = MisbehavingServer.forgedConnectionField
+            respond("200 OK", ["catena-connection: \(forged)", "Catena-Connection: \(forged)"])
         case .cutAfterApply:
             let tag = components?.queryItems?.first { $0.name == "tag" }?.value ?? ""
             // A key seen before gets its stored answer, nothing applied again.

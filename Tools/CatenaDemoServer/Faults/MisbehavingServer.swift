@@ -115,11 +115,17 @@ public final class MisbehavingServer: Sendable {
         /// A 429 whose rate-limit fields are absurd: negative counts, resets of 10¹⁷
         /// seconds, a `Retry-After` of 10²⁰ seconds, malformed structured fields.
         case hostileRateLimit = "ratelimit-hostile"
+        /// A 200 that names a connection it did not go over, in the field Catena's
+        /// connection watch adds (``forgedConnectionField``), in two spellings.
+        case forgedConnection = "forged-connection"
         /// A 500 `application/problem+json` body made to hurt: terminal escapes,
         /// newlines and a bidirectional override in its title, members of the wrong
         /// types, a 100 KB detail and an extension nested 200 deep.
         case hostileProblem = "problem-hostile"
     }
+
+    /// The value ``Fault/forgedConnection`` sends: well formed, and false in every part.
+    public static let forgedConnectionField = "1 0 0 9 TLSv1.3 192.0.2.66 1 2"
 
     /// The body of ``Fault/ok`` and ``Fault/gzip``, and of each challenge.
     public static let okBody = #"{"ok":true,"server":"misbehaving"}"#

@@ -38,10 +38,10 @@ enum Benchmarks {
             try await ServerProcess.serve({ try await DemoServer.start(logLevel: .error) }, url: \.baseURL)
         }
         let settings = Settings(arguments: CommandLine.arguments)
-        guard !settings.serverProcess || settings.sections == ["http"] || settings.sections == ["stream"] else {
+        guard !settings.serverProcess || [["http"], ["stream"], ["connection"]].contains(settings.sections) else {
             // The other sections' tables say the server's CPU is in theirs, and some start
             // servers of their own in this process.
-            print("--server-process goes with --only http or --only stream")
+            print("--server-process goes with --only http, stream or connection")
             exit(2)
         }
         let server: RunningDemoServer?

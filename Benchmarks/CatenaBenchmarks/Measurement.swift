@@ -16,7 +16,7 @@ struct Settings {
     var soakRequests = 100_000
     /// Only this row of the soak (each row is best measured in a process of its own).
     var soakRow: Int?
-    /// The demo server in a process of its own (`--server-process`, with `--only http` or `stream`):
+    /// The demo server in a process of its own (`--server-process`, with `--only http`, `stream` or `connection`):
     /// CPU per request is then the client's alone, and the client's event loops serve no
     /// server. (The fan-out at the end still starts its photo server in this process; it
     /// reports wall time only.)

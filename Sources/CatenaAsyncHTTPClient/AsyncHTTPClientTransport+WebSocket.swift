@@ -71,12 +71,13 @@ extension AsyncHTTPClientTransport {
                     // Upgraded in time: the socket lives as long as it likes from here.
                     opened.withLock { $0.expiry }?.cancel()
                     let (body, _) = handoff.upgradeBody(for: request)
-                    response = StreamedResponse(status: .switchingProtocols, headerFields: Self.fields(of: response101.headers), body: body, request: request)
+                    response = StreamedResponse(
+                        status: .switchingProtocols, headerFields: responseFields(of: response101.headers), body: body, request: request)
                     await handoff.deliver(frames)
                 case .refused(let refusal):
                     let (refusedHead, body) = try await refusal.get()
                     response = StreamedResponse(
-                        status: Self.status(of: refusedHead.status), headerFields: Self.fields(of: refusedHead.headers),
+                        status: Self.status(of: refusedHead.status), headerFields: responseFields(of: refusedHead.headers),
                         body: ResponseBody(Data(buffer: body)), request: request)
                     channel.close(promise: nil)
                 }

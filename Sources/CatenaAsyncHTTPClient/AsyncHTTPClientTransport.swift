@@ -42,7 +42,9 @@ import Tracing
 /// does not say whether the connection was reused, so a server that answers garbage to
 /// a fresh connection gets the request up to three times.
 public final class AsyncHTTPClientTransport: HTTPLoader {
-    /// The client requests go through.
+    /// The client requests go through. One Catena made names each exchange's connection
+    /// in a `catena-connection` field on its response heads, which Catena's transports
+    /// over it take off; your own calls through it see the field.
     public let client: HTTPClient
     /// The timeout for requests that set none (see `RequestTimeout`).
     public let timeout: Duration
@@ -99,8 +101,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// fails. JSON compresses 5 to 20 times; gzip's own maximum is about 1,030.
     public static let decompressionRatioLimit = 200
 
-    private static let sharedClient = HTTPClient(
-        eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: ExchangeWatch.watching(defaultConfiguration))
+    private static let sharedClient = ExchangeWatch.registered(
+        HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: ExchangeWatch.watching(defaultConfiguration)))
 
     /// A transport over a process-wide client with ``defaultConfiguration``. It lives
     /// as long as the process; there is nothing to shut down.
@@ -115,7 +117,9 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// with `redirectConfiguration: .disallow` to have Catena follow redirects.
     public convenience init(client: HTTPClient, decodesCompression: Bool = false, timeout: Duration = .seconds(60)) {
         // Its configuration cannot be read: it traces when a tracer was bootstrapped.
-        self.init(client: client, owns: false, decodes: decodesCompression, traces: !(InstrumentationSystem.tracer is NoOpTracer), timeout: timeout)
+        self.init(
+            client: client, owns: false, decodes: decodesCompression, traces: !(InstrumentationSystem.tracer is NoOpTracer),
+            watches: ExchangeWatch.isWatched(client), timeout: timeout)
     }
 
     /// A transport that owns a new client with this configuration. Call ``shutdown()``
@@ -126,7 +130,8 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     }
 
     convenience init(configuration: HTTPClient.Configuration, routes: ClientRoutes?, timeout: Duration) {
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: ExchangeWatch.watching(configuration))
+        let client = ExchangeWatch.registered(
+            HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: ExchangeWatch.watching(configuration)))
         let decodes = if case .enabled = configuration.decompression { true } else { false }
         let traces = configuration.tracing.tracer.map { !($0 is NoOpTracer) } ?? false
         self.init(
@@ -138,6 +143,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// that its exchanges' connections are seen as with a client Catena made. For the
     /// package's tests, whose suites share one client.
     package convenience init(watchedClient client: HTTPClient, decodesCompression: Bool, timeout: Duration) {
+        ExchangeWatch.register(client)
         self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watches: true, timeout: timeout)
     }
 

@@ -13,14 +13,43 @@ import NIOSSL
 /// response decoder (or an HTTP/2 stream's codec), adds a field to each response head it
 /// passes on (`catena-connection`) saying what the connection is, whether this is its
 /// first exchange, and when the request's end went out; it first removes any field of
-/// that name the server sent. The transport takes the field off the head before
-/// anything else reads it. The facts travel with the head itself: no request is marked
-/// and nothing is registered, so nothing can be left behind. A client passed in
-/// (`init(client:)`) has no handler, and its transport leaves a server's field of that
-/// name alone.
+/// that name the server sent. Catena's transports over such a client read the field and
+/// take it off before handing the head over. The facts travel with the head itself: no
+/// request is marked and nothing is registered per exchange, so nothing can be left
+/// behind. A client Catena did not configure has no handler, and a transport over it
+/// leaves a server's field of that name alone.
 enum ExchangeWatch {
-    /// The field's name; never seen by the caller on a watched client's responses.
+    /// The field's name; taken off by Catena's transports over a watched client (others
+    /// using that client, `transport.client`, see it).
     static let fieldName = "catena-connection"
+
+    /// The clients made with the handler, so that a transport made over one of them
+    /// (`AsyncHTTPClientTransport(client: other.client)`) reads and drops the field too.
+    /// Weak: a client lives as long as its owner keeps it.
+    private static let watchedClients = Locked<[ObjectIdentifier: WeakClient]>([:])
+
+    private struct WeakClient: Sendable {
+        weak var client: HTTPClient?
+    }
+
+    /// Notes that `client` was made with ``watching(_:)``'s configuration.
+    static func register(_ client: HTTPClient) {
+        watchedClients.withLock { clients in
+            clients = clients.filter { $0.value.client != nil }
+            clients[ObjectIdentifier(client)] = WeakClient(client: client)
+        }
+    }
+
+    /// `client`, registered.
+    static func registered(_ client: HTTPClient) -> HTTPClient {
+        register(client)
+        return client
+    }
+
+    /// Whether `client` was made with ``watching(_:)``'s configuration and registered.
+    static func isWatched(_ client: HTTPClient) -> Bool {
+        watchedClients.withLock { $0[ObjectIdentifier(client)]?.client === client }
+    }
     /// What the field's instants count from: one process's handlers and transports share it.
     static let epoch = ContinuousClock.now
 
@@ -43,7 +72,7 @@ enum ExchangeWatch {
         value(first: seen.isFirst, sent: seen.requestSent, connection: connectionPart(of: seen))
     }
 
-    /// One allocation per head: the handler makes this for every response.
+    /// Built in one string: the handler makes this for every response.
     static func value(first: Bool, sent: ContinuousClock.Instant?, connection: String) -> String {
         var value = first ? "1 " : "0 "
         value.reserveCapacity(24 + connection.utf8.count)

@@ -88,6 +88,10 @@ struct ConnectionInfoTests {
             let connection = try #require(answer.timing?.connection)
             #expect(connection.remoteAddress == "127.0.0.1" && connection.remotePort == faults.port && connection.tlsVersion == nil)
         }
+        // A transport over the same client, passed in, reads and drops the field too.
+        let over = try await AsyncHTTPClientTransport(client: transport.client, decodesCompression: true).load(APIRequest(.get, url: url))
+        #expect(over.headerFields[HTTPField.Name(ExchangeWatch.fieldName)!] == nil)
+        #expect(over.timing?.connection?.remotePort == faults.port)
         // Nothing of the watch goes out with the request.
         let server = try await TestServer.running()
         let echo = try JSONDecoder().decode(Echo.self, from: try await transport.load(APIRequest(.get, url: server.baseURL.appending(path: "api/echo"))).body)
@@ -100,6 +104,7 @@ struct ConnectionInfoTests {
         let client = HTTPClient(eventLoopGroup: .singletonMultiThreadedEventLoopGroup, configuration: AsyncHTTPClientTransport.defaultConfiguration)
         defer { Task { try? await client.shutdown() } }
         let transport = AsyncHTTPClientTransport(client: client)
+        #expect(ExchangeWatch.seen(in: MisbehavingServer.forgedConnectionField) != nil, "the forgery reads as a connection")
         let events = Locked<[CallEvent]>([])
         let response = try await transport.load(Self.request(faults.baseURL.appending(path: MisbehavingServer.Fault.forgedConnection.rawValue), events))
         #expect(response.headerFields[values: HTTPField.Name(ExchangeWatch.fieldName)!] == Array(repeating: MisbehavingServer.forgedConnectionField, count: 2))
@@ -219,8 +224,12 @@ struct ConnectionInfoTests {
         #expect(
             ExchangeWatch.connection(seen(false, started + .milliseconds(7), "1.1"), started: started).connection
                 == ConnectionInfo(isReused: true, httpVersion: "1.1"))
-        // A request whose end had not gone out when the head came has no send time.
-        #expect(ExchangeWatch.connection(seen(true, started, "1.1"), started: started).requestSent == nil)
+        // The send time from the exchange's start; none when the head came before the request's end.
+        var sent = seen(true, started, "1.1")
+        sent.requestSent = started + .milliseconds(3)
+        #expect(ExchangeWatch.connection(sent, started: started).requestSent == .milliseconds(3))
+        sent.requestSent = nil
+        #expect(ExchangeWatch.connection(sent, started: started).requestSent == nil)
     }
 
     @Test("the watch's field reads back what it was made of, for random connections")

@@ -125,7 +125,7 @@ public final class MisbehavingServer: Sendable {
     }
 
     /// The value ``Fault/forgedConnection`` sends: well formed, and false in every part.
-    public static let forgedConnectionField = "1 0 0 9 TLSv1.3 192.0.2.66 1 2"
+    public static let forgedConnectionField = "1 0 0 2 TLSv1.3 192.0.2.66 1 2"
 
     /// The body of ``Fault/ok`` and ``Fault/gzip``, and of each challenge.
     public static let okBody = #"{"ok":true,"server":"misbehaving"}"#

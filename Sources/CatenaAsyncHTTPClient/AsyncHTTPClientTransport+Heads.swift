@@ -123,12 +123,12 @@ extension AsyncHTTPClientTransport {
         return HTTPResponse.Status(code: Int(status.code), reasonPhrase: status.reasonPhrase)
     }
 
-    static func fields(of headers: HTTPHeaders, dropping dropped: String? = nil) -> HTTPFields {
+    static func fields(of headers: HTTPHeaders, dropping dropped: StaticString? = nil) -> HTTPFields {
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
-            // The watch's name is lower-case, and so is the handler's field.
-            if let dropped, name.utf8.count == dropped.utf8.count, name == dropped { continue }
+            // In any case: a WebSocket's head reaches here without the handler that removes a server's.
+            if let dropped, name.utf8.count == dropped.utf8CodeUnitCount, name.equalsIgnoringASCIICase(dropped) { continue }
             guard let name = HTTPField.Name(name) else { continue }
             fields.append(HTTPField(name: name, value: value))
         }

@@ -143,7 +143,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// that its exchanges' connections are seen as with a client Catena made. For the
     /// package's tests, whose suites share one client.
     package convenience init(watchedClient client: HTTPClient, decodesCompression: Bool, timeout: Duration) {
-        ExchangeWatch.register(client)
+        ExchangeWatch.registered(client)
         self.init(client: client, owns: false, decodes: decodesCompression, traces: false, watches: true, timeout: timeout)
     }
 
@@ -368,7 +368,7 @@ public final class AsyncHTTPClientTransport: HTTPLoader {
     /// A response head's fields as Catena hands them over: without the watch's field on a
     /// watched client (see `ExchangeWatch`).
     func responseFields(of headers: HTTPHeaders) -> HTTPFields {
-        Self.fields(of: headers, dropping: watches ? ExchangeWatch.fieldName : nil)
+        Self.fields(of: headers, dropping: watches ? ExchangeWatch.lowercaseName : nil)
     }
 
     /// Reads the body (into memory, or to a file) before `deadline`.

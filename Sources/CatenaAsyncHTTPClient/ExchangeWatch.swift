@@ -21,7 +21,8 @@ import NIOSSL
 enum ExchangeWatch {
     /// The field's name; taken off by Catena's transports over a watched client (others
     /// using that client, `transport.client`, see it).
-    static let fieldName = "catena-connection"
+    static let fieldName = lowercaseName.description
+    static let lowercaseName: StaticString = "catena-connection"
 
     /// The clients made with the handler, so that a transport made over one of them
     /// (`AsyncHTTPClientTransport(client: other.client)`) reads and drops the field too.
@@ -32,17 +33,13 @@ enum ExchangeWatch {
         weak var client: HTTPClient?
     }
 
-    /// Notes that `client` was made with ``watching(_:)``'s configuration.
-    static func register(_ client: HTTPClient) {
+    /// Notes that `client` was made with ``watching(_:)``'s configuration; returns it.
+    @discardableResult
+    static func registered(_ client: HTTPClient) -> HTTPClient {
         watchedClients.withLock { clients in
             clients = clients.filter { $0.value.client != nil }
             clients[ObjectIdentifier(client)] = WeakClient(client: client)
         }
-    }
-
-    /// `client`, registered.
-    static func registered(_ client: HTTPClient) -> HTTPClient {
-        register(client)
         return client
     }
 
@@ -50,6 +47,7 @@ enum ExchangeWatch {
     static func isWatched(_ client: HTTPClient) -> Bool {
         watchedClients.withLock { $0[ObjectIdentifier(client)]?.client === client }
     }
+
     /// What the field's instants count from: one process's handlers and transports share it.
     static let epoch = ContinuousClock.now
 

@@ -202,6 +202,13 @@ struct ConnectionInfoTests {
         #endif
     }
 
+    @Test("a watched transport drops the field in any case, also from heads no handler saw (a WebSocket's); others keep it")
+    func droppedInAnyCase() {
+        let headers = HTTPHeaders([("Catena-Connection", "1"), ("CATENA-CONNECTION", "2"), ("catena-connection", "3"), ("catena-connections", "4")])
+        #expect(AsyncHTTPClientTransport.fields(of: headers, dropping: ExchangeWatch.lowercaseName).map(\.value) == ["4"])
+        #expect(AsyncHTTPClientTransport.fields(of: headers).map(\.value) == ["1", "2", "3", "4"])
+    }
+
     @Test("the watch's rules: waiting makes an exchange new, a pooled connection another call opened is reused")
     func watchRules() {
         let started = ContinuousClock.now
